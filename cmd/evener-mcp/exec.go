@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/evener-dev/evener-mcp/confine"
+)
+
+// runExec runs one command under the policy, streams its output and exits
+// with its code.
+func runExec(args []string) int {
+	s := newFlagSet("evener-mcp exec")
+	timeout := s.fs.Duration("timeout", 0, "kill the command's whole process tree after this long (0: never)")
+	if err := s.parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "evener-mcp exec: %v\n", err)
+		return exitUsage
+	}
+	cmdArgs := s.fs.Args()
+	if len(cmdArgs) == 0 {
+		fmt.Fprintln(os.Stderr, "evener-mcp exec: no command (usage: evener-mcp exec [flags] -- CMD [ARG...])")
+		return exitUsage
+	}
+	cfg, pol, code := s.resolve(confine.ProbeQuick)
+	if code != 0 {
+		return code
+	}
+	fmt.Fprintln(os.Stderr, pol.StartupLine())
+	sess, err := confine.NewSession(pol, cfg.EnvPassthrough)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
+		return exitRefused
+	}
+	defer sess.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	res, err := sess.Run(ctx, confine.Command{
+		Args: cmdArgs, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Timeout: *timeout,
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
+		return exitRefused
+	}
+	if res.TimedOut {
+		fmt.Fprintf(os.Stderr, "evener-mcp: timed out after %s; killed the process tree\n", *timeout)
+		return 124
+	}
+	return res.ExitCode
+}

@@ -1,0 +1,52 @@
+// Command evener-mcp is an MCP server whose file and shell tools cannot step
+// outside one documented confinement boundary.
+//
+// main only parses flags, loads the configuration and hands it to one run
+// function per subcommand.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+// Exit codes of the launcher itself (a command's own code passes through).
+const (
+	exitUsage   = 2   // bad flags or configuration
+	exitRefused = 125 // the sandbox cannot be enforced or could not be built
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	sub := ""
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		sub, args = args[0], args[1:]
+	}
+	switch sub {
+	case "exec":
+		return runExec(args)
+	case "probe":
+		return runProbe(args)
+	case "", "serve":
+		fmt.Fprintln(os.Stderr, "evener-mcp: the MCP server (stdio and serve) is not built yet; available now: exec, probe")
+		return exitUsage
+	case "help", "-h", "--help":
+		usage()
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "evener-mcp: unknown subcommand %q\n", sub)
+	usage()
+	return exitUsage
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage:
+  evener-mcp exec [flags] -- CMD [ARG...]   run one command under the policy; exit with its code
+  evener-mcp probe [flags]                  print the host report and the resolved policy
+flags:
+`)
+	newFlagSet("evener-mcp").fs.PrintDefaults()
+}

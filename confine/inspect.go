@@ -1,0 +1,309 @@
+package confine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// SystemSecrets are host files outside any home that are as sensitive as the
+// credential denylist and readable by a server started as root.
+var SystemSecrets = []string{"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key", "/root/.ssh"}
+
+// gitSurfaces are the per-git-dir config and hook surfaces of spec 000.
+var gitSurfaces = []string{"config", "config.worktree", "hooks", "commondir", "gitdir"}
+
+// ErrUnsafeLayout is returned by Inspect when the filesystem holds something
+// the plan cannot protect (a git surface that is a symlink, say): the spawn
+// is refused rather than run with a protection silently missing.
+var ErrUnsafeLayout = errors.New("unsafe layout")
+
+func lstatKind(p string) (PathKind, string) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return PathAbsent, ""
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		t, _ := os.Readlink(p)
+		return PathSymlink, t
+	case fi.IsDir():
+		return PathDir, ""
+	case fi.Mode().IsRegular():
+		return PathFile, ""
+	}
+	return PathOther, ""
+}
+
+// Inspect gathers the Layout for one spawn. It runs at every spawn, so a
+// symlink planted by an earlier command is seen before any mount uses it.
+func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
+	l := Layout{Scratch: scratch, Workdir: workdir}
+	if p.Mode() == ModeOff {
+		return l, nil
+	}
+	visible := func(path string) bool { return true }
+	if p.Mode() == ModeRestricted {
+		roots := append(p.WriteRoots(), scratch)
+		for _, r := range SystemReadRoots {
+			if k, _ := lstatKind(r); k == PathDir {
+				roots = append(roots, r)
+			}
+		}
+		roots = append(roots, p.GlobalGitConfig()...)
+		visible = func(path string) bool { return underAny(path, roots) }
+	}
+
+	// Denylist, under the literal and the resolved spelling.
+	for _, d := range append(p.Denylist(), SystemSecrets...) {
+		for _, sp := range resolvedSpellings(d) {
+			k, _ := lstatKind(sp)
+			if k == PathAbsent || k == PathSymlink || !visible(sp) {
+				continue
+			}
+			if !slices.ContainsFunc(l.Deny, func(e Entry) bool { return e.Path == sp }) {
+				l.Deny = append(l.Deny, Entry{Path: sp, Kind: k})
+			}
+		}
+	}
+	if p.Mode() != ModeRestricted {
+		for _, s := range DaemonSockets {
+			for _, sp := range resolvedSpellings(s) {
+				if k, _ := lstatKind(sp); k != PathAbsent && k != PathSymlink && !slices.Contains(l.Sockets, sp) {
+					l.Sockets = append(l.Sockets, sp)
+				}
+			}
+		}
+	}
+	for _, pm := range ProcMasks {
+		if k, _ := lstatKind(pm); k == PathDir || k == PathFile {
+			l.Proc = append(l.Proc, Entry{Path: pm, Kind: k})
+		}
+	}
+
+	if p.Mode() == ModeRestricted {
+		for _, r := range SystemReadRoots {
+			k, t := lstatKind(r)
+			if k == PathDir || k == PathSymlink {
+				l.SystemRoots = append(l.SystemRoots, Entry{Path: r, Kind: k, Target: t})
+			}
+		}
+		deny := append(p.Denylist(), SystemSecrets...)
+		for _, g := range p.GlobalGitConfig() {
+			// Re-checked at spawn: still a regular file, and not a spelling of
+			// something on the denylist.
+			fi, err := os.Stat(g)
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			real, err := filepath.EvalSymlinks(g)
+			if err != nil || underAny(real, deny) || underAny(g, deny) {
+				continue
+			}
+			l.GitConfig = append(l.GitConfig, g)
+		}
+	}
+
+	if p.Mode().Writes() {
+		if err := inspectGit(p, &l, workdir); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+}
+
+// inspectGit finds the repository the worktree belongs to and every git dir
+// under its common dir, pre-creating absent surfaces so they can be pinned.
+func inspectGit(p *Policy, l *Layout, workdir string) error {
+	wt := p.Workdir()
+	gitDir, gitlink, err := discoverGitDir(wt)
+	if err != nil {
+		return err
+	}
+	if gitDir == "" {
+		// No repository at or above the worktree: pin an empty read-only
+		// .git so a `git init` with planted hooks cannot appear where the
+		// user's own git will later run them.
+		l.PinAbsentGit = filepath.Join(wt, ".git")
+		return nil
+	}
+	if gitlink != "" {
+		l.GitLinks = append(l.GitLinks, gitlink)
+	}
+	common := gitDir
+	if b, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
+		c := strings.TrimSpace(string(b))
+		if !filepath.IsAbs(c) {
+			c = filepath.Join(gitDir, c)
+		}
+		common = filepath.Clean(c)
+	}
+	if k, _ := lstatKind(common); k != PathDir {
+		return fmt.Errorf("%w: git common dir %s is not a directory", ErrUnsafeLayout, common)
+	}
+	writeRoots := p.WriteRoots()
+	g := GitDir{Dir: common, BindWritable: !underAny(common, writeRoots)}
+	dirs := []string{common}
+	for _, sub := range []string{"worktrees", "modules"} {
+		found, err := findGitDirs(filepath.Join(common, sub), 0)
+		if err != nil {
+			return err
+		}
+		dirs = append(dirs, found...)
+	}
+	if !slices.Contains(dirs, gitDir) {
+		// A git dir outside the common dir's tree (unusual): pin it too.
+		surf, err := surfaces(gitDir)
+		if err != nil {
+			return err
+		}
+		l.Git = append(l.Git, GitDir{Dir: gitDir, BindWritable: !underAny(gitDir, writeRoots), Surfaces: surf})
+	}
+	for _, d := range dirs {
+		// Every directory between the common dir and d becomes a mount point.
+		for c := d; c != common && Within(c, common); c = filepath.Dir(c) {
+			if !slices.Contains(g.Chain, c) {
+				g.Chain = append(g.Chain, c)
+			}
+		}
+		surf, err := surfaces(d)
+		if err != nil {
+			return err
+		}
+		g.Surfaces = append(g.Surfaces, surf...)
+	}
+	slices.SortFunc(g.Chain, func(a, b string) int { return strings.Compare(a, b) }) // parents first
+	l.Git = append([]GitDir{g}, l.Git...)
+	return nil
+}
+
+// surfaces returns the protected surfaces of git dir d, creating absent ones
+// (an empty file, an empty hooks directory, commondir holding ".").
+func surfaces(d string) ([]Entry, error) {
+	var out []Entry
+	for _, name := range gitSurfaces {
+		path := filepath.Join(d, name)
+		k, _ := lstatKind(path)
+		switch k {
+		case PathSymlink:
+			return nil, fmt.Errorf("%w: git surface %s is a symlink; remove it outside the sandbox", ErrUnsafeLayout, path)
+		case PathOther:
+			return nil, fmt.Errorf("%w: git surface %s is not a file or directory", ErrUnsafeLayout, path)
+		case PathAbsent:
+			var err error
+			switch name {
+			case "hooks":
+				err = os.Mkdir(path, 0o755)
+				k = PathDir
+			case "commondir":
+				err = os.WriteFile(path, []byte(".\n"), 0o644)
+				k = PathFile
+			default:
+				err = os.WriteFile(path, nil, 0o644)
+				k = PathFile
+			}
+			if err != nil && !errors.Is(err, fs.ErrExist) {
+				// Not creatable by us means not creatable by the sandbox
+				// either (same user, fewer privileges).
+				continue
+			}
+			if k2, _ := lstatKind(path); k2 != k {
+				return nil, fmt.Errorf("%w: git surface %s changed while it was created", ErrUnsafeLayout, path)
+			}
+		}
+		out = append(out, Entry{Path: path, Kind: k})
+	}
+	return out, nil
+}
+
+// findGitDirs lists git directories (holding HEAD) below dir, including
+// nested modules/ and worktrees/, refusing symlinked components.
+func findGitDirs(dir string, depth int) ([]string, error) {
+	if depth > 8 {
+		return nil, nil
+	}
+	k, _ := lstatKind(dir)
+	switch k {
+	case PathAbsent:
+		return nil, nil
+	case PathSymlink:
+		return nil, fmt.Errorf("%w: %s is a symlink inside git metadata", ErrUnsafeLayout, dir)
+	case PathDir:
+	default:
+		return nil, nil
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil
+	}
+	var out []string
+	for _, e := range ents {
+		sub := filepath.Join(dir, e.Name())
+		if e.Type()&fs.ModeSymlink != 0 {
+			return nil, fmt.Errorf("%w: %s is a symlink inside git metadata", ErrUnsafeLayout, sub)
+		}
+		if !e.IsDir() {
+			continue
+		}
+		if k, _ := lstatKind(filepath.Join(sub, "HEAD")); k == PathFile {
+			out = append(out, sub)
+			for _, n := range []string{"modules", "worktrees"} {
+				more, err := findGitDirs(filepath.Join(sub, n), depth+1)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, more...)
+			}
+			continue
+		}
+		// A module name with a slash nests plain directories.
+		more, err := findGitDirs(sub, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, more...)
+	}
+	return out, nil
+}
+
+// discoverGitDir walks up from wt as git does and returns the git dir and,
+// when .git is a gitlink file, that file's path.
+func discoverGitDir(wt string) (gitDir, gitlink string, err error) {
+	for d := wt; ; d = filepath.Dir(d) {
+		dot := filepath.Join(d, ".git")
+		k, _ := lstatKind(dot)
+		switch k {
+		case PathDir:
+			return dot, "", nil
+		case PathSymlink:
+			return "", "", fmt.Errorf("%w: %s is a symlink; refusing to guess which repository it protects", ErrUnsafeLayout, dot)
+		case PathFile:
+			b, err := os.ReadFile(dot)
+			if err != nil {
+				return "", "", fmt.Errorf("read gitlink %s: %w", dot, err)
+			}
+			line, _, _ := bytes.Cut(b, []byte("\n"))
+			target, ok := strings.CutPrefix(strings.TrimSpace(string(line)), "gitdir:")
+			if !ok {
+				return "", "", fmt.Errorf("%w: %s is a file but not a gitlink", ErrUnsafeLayout, dot)
+			}
+			target = strings.TrimSpace(target)
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(d, target)
+			}
+			target = filepath.Clean(target)
+			if k, _ := lstatKind(target); k != PathDir {
+				return "", "", fmt.Errorf("%w: gitlink %s names %s, which is not a directory", ErrUnsafeLayout, dot, target)
+			}
+			return target, dot, nil
+		}
+		if d == "/" {
+			return "", "", nil
+		}
+	}
+}

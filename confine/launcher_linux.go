@@ -1,0 +1,389 @@
+package confine
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrSandboxSetup means bubblewrap could not build the sandbox; the command
+// did not run.
+var ErrSandboxSetup = errors.New("sandbox setup failed")
+
+// Session is one sandbox session: a policy, a private scratch directory and
+// the processes started under it. Every process the server starts goes
+// through Session.Run.
+type Session struct {
+	p       *Policy
+	scratch string
+
+	mu      sync.Mutex
+	running map[*exec.Cmd]int // bwrap command -> sandbox init pid (0 until known)
+	closed  bool
+	// EnvPassthrough are extra variable names a trusted layer lets through.
+	envPass []string
+}
+
+// NewSession creates the session's scratch directory (mode 0700).
+func NewSession(p *Policy, envPassthrough []string) (*Session, error) {
+	root := p.ScratchRoot()
+	if root == "" {
+		root = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(root, "evener-mcp-")
+	if err != nil {
+		return nil, fmt.Errorf("create scratch: %w", err)
+	}
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return nil, fmt.Errorf("resolve scratch: %w", err)
+	}
+	if p.Mode() != ModeOff && underAny(dir, p.WriteRoots()) {
+		_ = os.Remove(dir)
+		return nil, fmt.Errorf("scratch %s lies inside a write root; set TMPDIR elsewhere", dir)
+	}
+	if err := sealOnce(); err != nil {
+		return nil, fmt.Errorf("seal inherited descriptors: %w", err)
+	}
+	return &Session{p: p, scratch: dir, running: map[*exec.Cmd]int{}, envPass: envPassthrough}, nil
+}
+
+func (s *Session) Policy() *Policy { return s.p }
+func (s *Session) Scratch() string { return s.scratch }
+
+// Close kills every process still running under the session and removes
+// its scratch directory.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for c, pid := range s.running {
+		killTree(c, pid)
+	}
+	s.mu.Unlock()
+	return removeAllForce(s.scratch)
+}
+
+// Command is one process to start under the session's policy.
+type Command struct {
+	Args []string
+	// Dir is the working directory, absolute or relative to the worktree.
+	Dir    string
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Timeout kills the whole process tree when it expires (0: none).
+	Timeout time.Duration
+	// Env sets further variables (trusted callers only: hooks, tools).
+	Env map[string]string
+}
+
+// Result is how a command ended.
+type Result struct {
+	ExitCode int
+	Signal   string
+	TimedOut bool
+	Duration time.Duration
+}
+
+// Prepared is a fully resolved spawn: what will run and with what view.
+type Prepared struct {
+	Path      string
+	Args      []string
+	Env       []string
+	Dir       string
+	Plan      MountPlan
+	Sandboxed bool
+}
+
+// Prepare resolves c against the policy: working directory, mount plan,
+// environment floor and the bubblewrap argv.
+func (s *Session) Prepare(c Command) (*Prepared, error) {
+	if len(c.Args) == 0 {
+		return nil, errors.New("no command")
+	}
+	p := s.p
+	dir, err := s.resolveDir(c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	over := map[string]string{"PWD": dir}
+	for k, v := range c.Env {
+		over[k] = v
+	}
+	if p.Mode() == ModeOff {
+		env := EnvFloor(p.env, s.envPass, ModeOff, over, nil)
+		path, err := exec.LookPath(c.Args[0])
+		if err != nil {
+			return nil, err
+		}
+		return &Prepared{Path: path, Args: c.Args, Env: env, Dir: dir}, nil
+	}
+	over["TMPDIR"] = s.scratch
+	over["EVENER_SCRATCH_DIR"] = s.scratch
+	if p.Cache() == CachePrivate {
+		for k, v := range CacheEnv(s.scratch, p.Mode(), envLookup(p.env, "GOPATH")) {
+			over[k] = v
+		}
+	}
+	l, err := Inspect(p, s.scratch, dir)
+	if err != nil {
+		return nil, err
+	}
+	plan := Plan(p, l)
+	args := []string{"bwrap",
+		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--disable-userns", "--assert-userns-disabled", "--die-with-parent", "--new-session",
+		"--cap-drop", "ALL", "--hostname", "evener-sandbox",
+		"--seccomp", "3", "--info-fd", "4", "--block-fd", "5",
+	}
+	if p.Network() == NetworkOff {
+		args = append(args, "--unshare-net")
+	}
+	args = append(args, plan.Args()...)
+	args = append(args, "--chdir", dir, "--")
+	args = append(args, c.Args...)
+	env := EnvFloor(p.env, s.envPass, p.Mode(), over, p.WriteRoots())
+	return &Prepared{Path: p.host.Bwrap, Args: args, Env: env, Dir: dir, Plan: plan, Sandboxed: true}, nil
+}
+
+// resolveDir places the working directory inside the worktree, a write root
+// or the scratch; never elsewhere.
+func (s *Session) resolveDir(d string) (string, error) {
+	wd := s.p.Workdir()
+	if d == "" {
+		return wd, nil
+	}
+	if !filepath.IsAbs(d) {
+		d = filepath.Join(wd, d)
+	}
+	d = filepath.Clean(d)
+	if s.p.Mode() != ModeOff && !underAny(d, append(append(s.p.WriteRoots(), wd, s.scratch), s.p.AddDirs()...)) {
+		return "", fmt.Errorf("working directory %s is outside the worktree", d)
+	}
+	r, err := filepath.EvalSymlinks(d)
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	if s.p.Mode() != ModeOff && !underAny(r, append(append(s.p.WriteRoots(), wd, s.scratch), s.p.AddDirs()...)) {
+		return "", fmt.Errorf("working directory %s resolves outside the worktree", d)
+	}
+	return r, nil
+}
+
+// Run starts c under the policy and waits for it. A timeout or a cancelled
+// ctx kills the whole tree: the sandbox's PID namespace dies with its init.
+func (s *Session) Run(ctx context.Context, c Command) (Result, error) {
+	pr, err := s.Prepare(c)
+	if err != nil {
+		return Result{ExitCode: -1}, err
+	}
+	if c.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+	}
+	cmd := &exec.Cmd{Path: pr.Path, Args: pr.Args, Env: pr.Env, Dir: pr.Dir,
+		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, WaitDelay: 2 * time.Second}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if !pr.Sandboxed {
+		cmd.SysProcAttr.Setpgid = true
+		return s.wait(ctx, cmd, nil)
+	}
+	cmd.Dir = "/"
+	files, err := s.sandboxFiles()
+	if err != nil {
+		return Result{ExitCode: -1}, err
+	}
+	cmd.ExtraFiles = []*os.File{files.seccompR, files.infoW, files.blockR}
+	return s.wait(ctx, cmd, files)
+}
+
+type spawnFiles struct {
+	seccompR, infoR, infoW, blockR, blockW *os.File
+}
+
+func (f *spawnFiles) closeChildEnds() {
+	f.seccompR.Close()
+	f.infoW.Close()
+	f.blockR.Close()
+}
+
+func (s *Session) sandboxFiles() (*spawnFiles, error) {
+	prog, err := SeccompProgram()
+	if err != nil {
+		return nil, err
+	}
+	f := &spawnFiles{}
+	var w *os.File
+	if f.seccompR, w, err = os.Pipe(); err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(prog); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("write seccomp program: %w", err)
+	}
+	w.Close()
+	if f.infoR, f.infoW, err = os.Pipe(); err != nil {
+		return nil, err
+	}
+	if f.blockR, f.blockW, err = os.Pipe(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (s *Session) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles) (Result, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Result{ExitCode: -1}, errors.New("session closed")
+	}
+	start := time.Now()
+	err := cmd.Start()
+	if err != nil {
+		s.mu.Unlock()
+		if f != nil {
+			f.closeChildEnds()
+			f.infoR.Close()
+			f.blockW.Close()
+		}
+		return Result{ExitCode: -1}, fmt.Errorf("start %s: %w", filepath.Base(cmd.Path), err)
+	}
+	s.running[cmd] = 0
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, cmd)
+		s.mu.Unlock()
+	}()
+
+	if f != nil {
+		f.closeChildEnds()
+		pid, err := s.release(f)
+		if err != nil {
+			// Kill before the block pipe closes: bwrap treats EOF on it as
+			// the go-ahead.
+			killTree(cmd, pid)
+			f.blockW.Close()
+			_ = cmd.Wait()
+			return Result{ExitCode: -1}, err
+		}
+		f.blockW.Close()
+		s.mu.Lock()
+		s.running[cmd] = pid
+		s.mu.Unlock()
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var res Result
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		killTree(cmd, s.running[cmd])
+		s.mu.Unlock()
+		err = <-done
+		res.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
+	}
+	res.Duration = time.Since(start)
+	res.ExitCode = cmd.ProcessState.ExitCode()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		res.Signal = ws.Signal().String()
+		res.ExitCode = 128 + int(ws.Signal())
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
+		return res, err
+	}
+	return res, nil
+}
+
+// release reads bubblewrap's info (the sandbox init's host pid), applies the
+// resource limits to it before it execs the command, then lets it go. The
+// caller closes the block pipe, after killing the spawn if release failed.
+func (s *Session) release(f *spawnFiles) (int, error) {
+	defer f.infoR.Close()
+	var info struct {
+		ChildPID int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(bufio.NewReader(f.infoR)).Decode(&info); err != nil || info.ChildPID <= 0 {
+		return 0, fmt.Errorf("%w: bubblewrap exited before the sandbox existed (its message is above)", ErrSandboxSetup)
+	}
+	lim := s.p.Limits()
+	for _, r := range []struct {
+		res int
+		v   int64
+	}{
+		{unix.RLIMIT_NOFILE, lim.OpenFiles},
+		{unix.RLIMIT_NPROC, lim.Procs},
+		{unix.RLIMIT_FSIZE, lim.FileBytes},
+		{unix.RLIMIT_DATA, lim.DataBytes},
+		{unix.RLIMIT_CORE, 0},
+	} {
+		var cur unix.Rlimit
+		if err := unix.Prlimit(info.ChildPID, r.res, nil, &cur); err != nil {
+			return info.ChildPID, fmt.Errorf("%w: read resource limit %d: %v", ErrSandboxSetup, r.res, err)
+		}
+		// Never above the hard limit the server itself got: lowering is
+		// always allowed, raising is not.
+		v := min(uint64(r.v), cur.Max)
+		rl := unix.Rlimit{Cur: v, Max: v}
+		if err := unix.Prlimit(info.ChildPID, r.res, &rl, nil); err != nil {
+			return info.ChildPID, fmt.Errorf("%w: set resource limit %d: %v", ErrSandboxSetup, r.res, err)
+		}
+	}
+	if _, err := f.blockW.Write([]byte{1}); err != nil {
+		return info.ChildPID, fmt.Errorf("%w: release sandbox: %v", ErrSandboxSetup, err)
+	}
+	return info.ChildPID, nil
+}
+
+// killTree kills a spawn and everything below it. For a sandbox, killing
+// its PID-namespace init kills every process in the namespace, including
+// children that detached with setsid; bwrap then exits.
+func killTree(cmd *exec.Cmd, initPID int) {
+	if initPID > 0 {
+		_ = unix.Kill(initPID, unix.SIGKILL)
+	}
+	if cmd.Process != nil {
+		if cmd.SysProcAttr != nil && cmd.SysProcAttr.Setpgid {
+			_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+		}
+		_ = cmd.Process.Kill()
+	}
+}
+
+// removeAllForce removes dir even when a command left read-only directories
+// in it (the Go module cache does).
+func removeAllForce(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
+
+var sealOnce = sync.OnceValue(SealInheritedFDs)
+
+// SealInheritedFDs marks every descriptor above stderr close-on-exec, so
+// nothing the server inherited from its own parent reaches a sandbox.
+func SealInheritedFDs() error {
+	return unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+}

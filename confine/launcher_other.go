@@ -1,0 +1,58 @@
+//go:build !linux
+
+package confine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"time"
+)
+
+// ErrSandboxSetup means the sandbox could not be built; the command did not run.
+var ErrSandboxSetup = errors.New("sandbox setup failed")
+
+var errNoBackend = errors.New("no sandbox backend in this build")
+
+// Session is unavailable outside Linux in this build.
+type Session struct{ p *Policy }
+
+func NewSession(p *Policy, envPassthrough []string) (*Session, error) { return nil, errNoBackend }
+func (s *Session) Policy() *Policy                                    { return s.p }
+func (s *Session) Scratch() string                                    { return os.TempDir() }
+func (s *Session) Close() error                                       { return nil }
+
+type Command struct {
+	Args    []string
+	Dir     string
+	Stdin   io.Reader
+	Stdout  io.Writer
+	Stderr  io.Writer
+	Timeout time.Duration
+	Env     map[string]string
+}
+
+type Result struct {
+	ExitCode int
+	Signal   string
+	TimedOut bool
+	Duration time.Duration
+}
+
+type Prepared struct {
+	Path      string
+	Args      []string
+	Env       []string
+	Dir       string
+	Plan      MountPlan
+	Sandboxed bool
+}
+
+func (s *Session) Prepare(c Command) (*Prepared, error) { return nil, errNoBackend }
+func (s *Session) Run(ctx context.Context, c Command) (Result, error) {
+	return Result{ExitCode: -1}, errNoBackend
+}
+
+// SealInheritedFDs is a no-op outside Linux in this build.
+func SealInheritedFDs() error { return nil }

@@ -1,0 +1,251 @@
+package confine
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// MountKind is one bubblewrap filesystem operation.
+type MountKind string
+
+const (
+	MountROBind   MountKind = "ro-bind"
+	MountBind     MountKind = "bind"
+	MountDevBind  MountKind = "dev-bind"
+	MountTmpfs    MountKind = "tmpfs"
+	MountRemount  MountKind = "remount-ro"
+	MountDev      MountKind = "dev"
+	MountProc     MountKind = "proc"
+	MountSymlink  MountKind = "symlink"
+	MountDir      MountKind = "dir"
+	MountOverlay  MountKind = "overlay" // read-real, write-private (bwrap >= 0.10)
+	MountMaskFile MountKind = "mask-file"
+	MountMaskDir  MountKind = "mask-dir"
+)
+
+// Mount is one entry of a MountPlan. Why says which rule produced it; it is
+// part of the golden files so a reviewer reads the plan, not the argv.
+type Mount struct {
+	Kind MountKind `json:"kind"`
+	Src  string    `json:"src,omitempty"`
+	Dst  string    `json:"dst"`
+	Size int64     `json:"size,omitempty"`
+	Why  string    `json:"why"`
+}
+
+// MountPlan is the ordered list of mounts that builds a sandbox's view of the
+// filesystem. Later entries cover earlier ones, which is why masks come last.
+type MountPlan []Mount
+
+// Args renders the plan as bubblewrap arguments.
+func (mp MountPlan) Args() []string {
+	var a []string
+	for _, m := range mp {
+		switch m.Kind {
+		case MountROBind, MountBind, MountDevBind:
+			a = append(a, "--"+string(m.Kind), m.Src, m.Dst)
+		case MountTmpfs:
+			if m.Size > 0 {
+				a = append(a, "--size", strconv.FormatInt(m.Size, 10))
+			}
+			a = append(a, "--tmpfs", m.Dst)
+		case MountRemount, MountDev, MountProc, MountDir:
+			a = append(a, "--"+string(m.Kind), m.Dst)
+		case MountSymlink:
+			a = append(a, "--symlink", m.Src, m.Dst)
+		case MountOverlay:
+			a = append(a, "--overlay-src", m.Src, "--tmp-overlay", m.Dst)
+		case MountMaskFile:
+			a = append(a, "--ro-bind", "/dev/null", m.Dst)
+		case MountMaskDir:
+			a = append(a, "--perms", "0000", "--size", "4096", "--tmpfs", m.Dst, "--remount-ro", m.Dst)
+		default:
+			panic("bug: unknown mount kind " + string(m.Kind))
+		}
+	}
+	return a
+}
+
+// String renders the plan one mount per line, for golden files and `probe`.
+func (mp MountPlan) String() string {
+	var b strings.Builder
+	for _, m := range mp {
+		fmt.Fprintf(&b, "%-11s %s", m.Kind, m.Dst)
+		if m.Src != "" && m.Src != m.Dst {
+			fmt.Fprintf(&b, " <- %s", m.Src)
+		}
+		if m.Size > 0 {
+			fmt.Fprintf(&b, " size=%d", m.Size)
+		}
+		fmt.Fprintf(&b, "  # %s\n", m.Why)
+	}
+	return b.String()
+}
+
+// PathKind is what an lstat found at a path.
+type PathKind int
+
+const (
+	PathAbsent PathKind = iota
+	PathFile
+	PathDir
+	PathSymlink
+	PathOther // sockets, FIFOs, devices
+)
+
+// Entry is a path the plan depends on and what was found there at spawn.
+type Entry struct {
+	Path string
+	Kind PathKind
+	// Target is the symlink target for PathSymlink entries, as read.
+	Target string
+}
+
+// GitDir is one git directory whose config and hook surfaces must stay
+// read-only while its object store stays writable.
+type GitDir struct {
+	// Dir is the git directory (a main .git, worktrees/<id>, modules/<name>).
+	Dir string
+	// BindWritable is set when Dir lies outside every write root and so must
+	// be bound writable (a linked worktree's or submodule's common dir).
+	BindWritable bool
+	// Chain are the directories between the outermost pinned git dir and
+	// each surface; each becomes a mount point so it cannot be renamed.
+	Chain []string
+	// Surfaces are the protected files and directories, each existing by the
+	// time the plan is rendered (Inspect pre-creates absent ones).
+	Surfaces []Entry
+}
+
+// Layout is everything the plan needs to know about the filesystem, gathered
+// by Inspect at each spawn (lstat, never following a link the sandbox could
+// have planted). Plan itself does no I/O.
+type Layout struct {
+	Scratch string
+	// Deny are the denylist paths that exist, each under its literal and its
+	// resolved spelling.
+	Deny []Entry
+	// Sockets are the daemon control sockets that exist.
+	Sockets []string
+	// Proc are the ProcMasks entries present in the host's procfs.
+	Proc []Entry
+	// SystemRoots are restricted mode's system read roots that exist.
+	SystemRoots []Entry
+	// GitConfig are the file-exact global git config grants (restricted).
+	GitConfig []string
+	// Git are the git directories to protect.
+	Git []GitDir
+	// GitLinks are worktree `.git` files (gitlinks) pinned read-only.
+	GitLinks []string
+	// PinAbsentGit is a worktree-root .git that does not exist: it is pinned
+	// as an empty read-only directory so no repository with hooks can be
+	// planted where the user's git will find it.
+	PinAbsentGit string
+	// CacheRoots are the host cache roots served as overlays.
+	CacheRoots []string
+	// Workdir is the command's working directory.
+	Workdir string
+}
+
+// Plan computes the mount plan for policy p and filesystem facts l. It is a
+// pure function: the same inputs give the same plan.
+func Plan(p *Policy, l Layout) MountPlan {
+	var mp MountPlan
+	add := func(m Mount) { mp = append(mp, m) }
+	lim := p.Limits()
+
+	switch p.Mode() {
+	case ModeReadOnly, ModeWorkspaceWrite:
+		add(Mount{Kind: MountROBind, Src: "/", Dst: "/", Why: "read anywhere, write nowhere by default"})
+	case ModeRestricted:
+		add(Mount{Kind: MountTmpfs, Dst: "/", Size: 1 << 20, Why: "restricted: an empty root"})
+		for _, r := range l.SystemRoots {
+			switch r.Kind {
+			case PathSymlink:
+				add(Mount{Kind: MountSymlink, Src: r.Target, Dst: r.Path, Why: "system read root (merged-usr link)"})
+			case PathDir:
+				add(Mount{Kind: MountROBind, Src: r.Path, Dst: r.Path, Why: "system read root"})
+			}
+		}
+		for _, f := range l.GitConfig {
+			add(Mount{Kind: MountROBind, Src: f, Dst: f, Why: "global git config, file-exact"})
+		}
+	}
+
+	add(Mount{Kind: MountDev, Dst: "/dev", Why: "minimal /dev"})
+	add(Mount{Kind: MountTmpfs, Dst: "/dev/shm", Size: lim.TmpfsBytes, Why: "size-limited shared memory"})
+	add(Mount{Kind: MountProc, Dst: "/proc", Why: "procfs of the sandbox's own PID namespace"})
+	for _, e := range l.Proc {
+		add(maskFor(e, "procfs entry writable or readable by kernel uid 0"))
+	}
+	add(Mount{Kind: MountTmpfs, Dst: "/tmp", Size: lim.TmpfsBytes, Why: "private /tmp (host sockets live there)"})
+	if p.Mode() != ModeRestricted {
+		add(Mount{Kind: MountMaskDir, Dst: "/sys", Why: "denylist: pseudo-filesystem"})
+		add(Mount{Kind: MountMaskDir, Dst: "/run/user", Why: "denylist: per-user runtime sockets"})
+		for _, s := range l.Sockets {
+			add(Mount{Kind: MountMaskFile, Dst: s, Why: "denylist: daemon control socket"})
+		}
+	}
+
+	if p.Mode() == ModeReadOnly {
+		// The private /tmp above would hide a worktree that lives there.
+		for _, r := range append([]string{p.Workdir()}, p.AddDirs()...) {
+			add(Mount{Kind: MountROBind, Src: r, Dst: r, Why: "worktree, read-only"})
+		}
+	}
+	for _, w := range p.WriteRoots() {
+		add(Mount{Kind: MountBind, Src: w, Dst: w, Why: "write root"})
+	}
+	if l.Scratch != "" {
+		add(Mount{Kind: MountBind, Src: l.Scratch, Dst: l.Scratch, Why: "session scratch (TMPDIR)"})
+	}
+	for _, c := range l.CacheRoots {
+		add(Mount{Kind: MountOverlay, Src: c, Dst: c, Why: "cache: shared-read/private-write"})
+	}
+
+	if p.Mode().Writes() {
+		for _, g := range l.Git {
+			if g.BindWritable {
+				add(Mount{Kind: MountBind, Src: g.Dir, Dst: g.Dir, Why: "git metadata outside the worktree"})
+			} else {
+				add(Mount{Kind: MountBind, Src: g.Dir, Dst: g.Dir, Why: "git dir pinned: renaming it fails"})
+			}
+			for _, c := range g.Chain {
+				add(Mount{Kind: MountBind, Src: c, Dst: c, Why: "git chain pinned: renaming it fails"})
+			}
+			for _, s := range g.Surfaces {
+				add(Mount{Kind: MountROBind, Src: s.Path, Dst: s.Path, Why: "git config/hook surface read-only"})
+			}
+		}
+		for _, gl := range l.GitLinks {
+			add(Mount{Kind: MountROBind, Src: gl, Dst: gl, Why: "gitlink read-only: it names the git dir"})
+		}
+		if l.PinAbsentGit != "" {
+			add(Mount{Kind: MountMaskDir, Dst: l.PinAbsentGit, Why: "no repository may be planted here"})
+		}
+	}
+
+	// Masks last, so no bind above re-exposes a secret.
+	for _, e := range l.Deny {
+		add(maskFor(e, "denylist: credentials"))
+	}
+	return mp
+}
+
+func maskFor(e Entry, why string) Mount {
+	if e.Kind == PathDir {
+		return Mount{Kind: MountMaskDir, Dst: e.Path, Why: why}
+	}
+	return Mount{Kind: MountMaskFile, Dst: e.Path, Why: why}
+}
+
+// underAny reports whether p lies at or under one of roots.
+func underAny(p string, roots []string) bool {
+	return slices.ContainsFunc(roots, func(r string) bool { return Within(p, r) })
+}
+
+// cleanAbs is filepath.Clean for paths already known to be absolute.
+func cleanAbs(p string) string { return filepath.Clean(p) }

@@ -1,0 +1,190 @@
+package confine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// DefaultDenylist is spec 000's credential denylist resolved against home,
+// widened by the files THREATS.md names as equally sensitive. Every entry is
+// masked in both layers, under its literal and its resolved spelling.
+func DefaultDenylist(home, xdgConfig string) []string {
+	rel := []string{
+		".ssh", ".aws", ".config/gcloud", ".netrc", ".config/evener", ".config/evener-mcp",
+		".gnupg", ".docker/config.json", ".kube", ".git-credentials",
+		// Beyond the spec's floor (THREATS.md "Secrets").
+		".npmrc", ".pypirc", ".config/gh", ".cargo/credentials.toml", ".cargo/credentials",
+		".pgpass", ".vault-token", ".azure", ".config/hub", ".terraform.d/credentials.tfrc.json",
+		".bash_history", ".zsh_history", ".local/share/fish/fish_history", ".python_history",
+		".psql_history", ".mysql_history", ".node_repl_history", ".lesshst", ".password-store",
+		".local/share/keyrings", ".mozilla", ".config/google-chrome", ".config/chromium",
+		".local/state/evener-mcp",
+	}
+	out := make([]string, 0, len(rel)+4)
+	for _, r := range rel {
+		out = append(out, filepath.Join(home, r))
+	}
+	if xdgConfig != "" && filepath.Clean(xdgConfig) != filepath.Join(home, ".config") {
+		out = append(out,
+			filepath.Join(xdgConfig, "evener"),
+			filepath.Join(xdgConfig, "evener-mcp"),
+			filepath.Join(xdgConfig, "gcloud"),
+			filepath.Join(xdgConfig, "gh"))
+	}
+	return out
+}
+
+// PseudoDenylist is the non-removable floor of pseudo-filesystems and daemon
+// control sockets (spec 000). For spawned processes /proc is a fresh procfs
+// of the sandbox's own PID namespace and /dev a minimal devtmpfs, so the host
+// ones are never visible; the sockets are masked where they exist.
+var PseudoDenylist = []string{
+	"/proc", "/sys", "/dev/fd", "/dev/mem", "/run/user",
+	"/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock",
+	"/run/containerd/containerd.sock", "/run/dbus/system_bus_socket",
+	"/var/run/dbus/system_bus_socket", "/run/snapd.socket", "/run/systemd/private",
+}
+
+// DaemonSockets are the privileged control sockets masked for spawned
+// processes (a read-only bind of / does not stop a connect()).
+var DaemonSockets = PseudoDenylist[5:]
+
+// ProcMasks are the root-owned files of a fresh procfs that a process which
+// is still kernel uid 0 (a server started by root) could otherwise write or
+// read to the host's harm; modelled on Docker's masked and read-only paths.
+var ProcMasks = []string{
+	"/proc/sysrq-trigger", "/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/timer_list",
+	"/proc/sched_debug", "/proc/latency_stats", "/proc/kmsg", "/proc/kallsyms",
+	"/proc/irq", "/proc/bus", "/proc/acpi", "/proc/asound", "/proc/scsi", "/proc/fs",
+	"/proc/driver", "/proc/sys", "/proc/config.gz", "/proc/kpagecount", "/proc/kpageflags",
+	"/proc/kpagecgroup", "/proc/mtrr", "/proc/sysvipc", "/proc/vmallocinfo", "/proc/slabinfo",
+}
+
+// SystemReadRoots are restricted mode's read-only system roots (spec 000).
+var SystemReadRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc", "/opt", "/nix/store"}
+
+// GlobalGitConfigFiles returns the two files git-config(1) names under FILES,
+// admitted only if each exists and is not a directory (file-exact, spec 000).
+func GlobalGitConfigFiles(home, xdgConfig string) []string {
+	xdg := xdgConfig
+	if xdg == "" {
+		xdg = filepath.Join(home, ".config")
+	}
+	var out []string
+	for _, c := range []string{filepath.Join(xdg, "git", "config"), filepath.Join(home, ".gitconfig")} {
+		fi, err := os.Stat(c)
+		if err != nil || fi.IsDir() || !fi.Mode().IsRegular() {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// ErrSharedTree is returned by SharedTreeGuard.
+var ErrSharedTree = errors.New("refused: a shared, multi-tenant tree")
+
+// SharedTreeGuard refuses a candidate grant root that is at or above home,
+// the worktree (when given) or a temp root, or fewer than two components
+// deep, or the same directory as an entry directly under "/" (spec 000
+// "Never a shared, multi-tenant tree"). candidate must be absolute; it is
+// judged both as spelled and symlink-resolved.
+func SharedTreeGuard(candidate, home, worktree string, temps []string) error {
+	if !filepath.IsAbs(candidate) {
+		return fmt.Errorf("%w: %s is not absolute", ErrSharedTree, candidate)
+	}
+	spellings := []string{filepath.Clean(candidate)}
+	if r, err := filepath.EvalSymlinks(candidate); err == nil && r != spellings[0] {
+		spellings = append(spellings, r)
+	}
+	for _, c := range spellings {
+		if depth(c) < 2 {
+			return fmt.Errorf("%w: %s is fewer than two components deep", ErrSharedTree, c)
+		}
+		for _, above := range append([]string{home, worktree}, temps...) {
+			if above == "" {
+				continue
+			}
+			for _, a := range resolvedSpellings(above) {
+				if Within(a, c) {
+					return fmt.Errorf("%w: %s is at or above %s", ErrSharedTree, c, a)
+				}
+			}
+		}
+	}
+	// The same directory as an entry directly under / (say /var reached
+	// through a deeper symlink) is refused too.
+	if fi, err := os.Stat(candidate); err == nil {
+		ents, _ := os.ReadDir("/")
+		for _, e := range ents {
+			if ti, err := os.Stat("/" + e.Name()); err == nil && os.SameFile(fi, ti) {
+				return fmt.Errorf("%w: %s is the directory /%s", ErrSharedTree, candidate, e.Name())
+			}
+		}
+	}
+	return nil
+}
+
+func resolvedSpellings(p string) []string {
+	out := []string{filepath.Clean(p)}
+	if r, err := filepath.EvalSymlinks(p); err == nil && r != out[0] {
+		out = append(out, r)
+	}
+	return out
+}
+
+func depth(p string) int {
+	p = strings.Trim(filepath.Clean(p), "/")
+	if p == "" {
+		return 0
+	}
+	return strings.Count(p, "/") + 1
+}
+
+// Within reports whether p is root or lies beneath it, lexically.
+func Within(p, root string) bool {
+	p, root = filepath.Clean(p), filepath.Clean(root)
+	if root == "/" {
+		return true
+	}
+	return p == root || strings.HasPrefix(p, root+"/")
+}
+
+func canonicalDir(d string) (string, error) {
+	if d == "" {
+		var err error
+		if d, err = os.Getwd(); err != nil {
+			return "", err
+		}
+	}
+	abs, err := filepath.Abs(d)
+	if err != nil {
+		return "", err
+	}
+	r, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(r)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", d)
+	}
+	return r, nil
+}
+
+func dedupe(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}

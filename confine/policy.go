@@ -1,0 +1,348 @@
+package confine
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Mode is one of the four confinement modes of spec 000.
+type Mode string
+
+const (
+	ModeOff            Mode = "off"
+	ModeReadOnly       Mode = "read-only"
+	ModeWorkspaceWrite Mode = "workspace-write"
+	ModeRestricted     Mode = "restricted"
+)
+
+// Modes lists every mode in the order the documentation uses.
+var Modes = []Mode{ModeOff, ModeReadOnly, ModeWorkspaceWrite, ModeRestricted}
+
+// ParseMode accepts exactly the four spellings of spec 000.
+func ParseMode(s string) (Mode, error) {
+	m := Mode(s)
+	if slices.Contains(Modes, m) {
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown sandbox mode %q (want off, read-only, workspace-write or restricted)", s)
+}
+
+// Writes reports whether the mode grants any persistent write surface.
+func (m Mode) Writes() bool { return m == ModeWorkspaceWrite || m == ModeRestricted || m == ModeOff }
+
+// NoWiderThan reports whether m grants nothing that base does not, so a
+// session or the untrusted project layer may switch from base to m. The
+// modes form a partial order: off > workspace-write > {read-only,
+// restricted}; read-only and restricted are incomparable (one reads more,
+// the other writes more).
+func (m Mode) NoWiderThan(base Mode) bool {
+	if m == base {
+		return true
+	}
+	switch base {
+	case ModeOff:
+		return true
+	case ModeWorkspaceWrite:
+		return m == ModeReadOnly || m == ModeRestricted
+	}
+	return false
+}
+
+// Network is the --sandbox-net decision.
+type Network string
+
+const (
+	NetworkOn  Network = "on"
+	NetworkOff Network = "off"
+)
+
+// ParseNetwork accepts "on" and "off".
+func ParseNetwork(s string) (Network, error) {
+	switch Network(s) {
+	case NetworkOn, NetworkOff:
+		return Network(s), nil
+	}
+	return "", fmt.Errorf("unknown --sandbox-net value %q (want on or off)", s)
+}
+
+// CacheStrategy is how the language caches are served to spawned processes.
+type CacheStrategy string
+
+const (
+	// CacheOverlay reads the real host caches and keeps writes in a private
+	// per-spawn upper layer ("shared-read/private-write").
+	CacheOverlay CacheStrategy = "shared-read/private-write"
+	// CachePrivate redirects every cache variable into the session scratch.
+	CachePrivate CacheStrategy = "private"
+	// CacheNone is used by modes that never write caches (read-only).
+	CacheNone CacheStrategy = "none"
+	// CacheHost leaves caches alone (mode off).
+	CacheHost CacheStrategy = "host"
+)
+
+// Limits bounds every spawned process tree.
+type Limits struct {
+	// TmpfsBytes is the size of the private /tmp tmpfs.
+	TmpfsBytes int64
+	// FileBytes is RLIMIT_FSIZE: the largest file a process may write.
+	FileBytes int64
+	// DataBytes is RLIMIT_DATA: the memory a process may allocate.
+	DataBytes int64
+	// Procs is RLIMIT_NPROC, counted inside the sandbox's own user namespace.
+	Procs int64
+	// OpenFiles is RLIMIT_NOFILE.
+	OpenFiles int64
+}
+
+// DefaultLimits are sized for a developer workstation running builds.
+var DefaultLimits = Limits{
+	TmpfsBytes: 2 << 30,
+	FileBytes:  8 << 30,
+	DataBytes:  8 << 30,
+	Procs:      4096,
+	OpenFiles:  65536,
+}
+
+// Spec is what the configuration layer hands to Resolve: every input the
+// policy is derived from, already merged from the trusted layers.
+type Spec struct {
+	Mode Mode
+	// ModeExplicit is true when the user asked for Mode; only an unset mode
+	// may degrade to off when the host cannot enforce it.
+	ModeExplicit bool
+	Network      Network
+	Workdir      string
+	AddDirs      []string
+	// ExtraDeny are further paths to mask (narrowing only).
+	ExtraDeny []string
+	Limits    Limits
+	// Env is the server's environment (os.Environ form); the environment
+	// floor of spawned processes is derived from it.
+	Env []string
+	// Home is the user's home directory.
+	Home string
+	// ScratchRoot is where per-session scratch directories are created.
+	ScratchRoot string
+}
+
+// Policy is the resolved, immutable confinement policy of one server. It is
+// built once by Resolve and then only read; Narrow returns a new value.
+type Policy struct {
+	mode     Mode
+	explicit bool
+	network  Network
+	backend  string // "bwrap" or "none"
+	workdir  string // absolute, symlink-resolved
+	addDirs  []string
+	home     string
+	xdgConf  string
+	deny     []string // literal spellings, absolute
+	limits   Limits
+	cache    CacheStrategy
+	env      []string
+	scratchR string
+	degraded string // why an unset default fell back to off, if it did
+	gitConf  []string
+	host     HostReport
+}
+
+// ErrUnenforceable is wrapped by Resolve when an explicitly requested mode
+// cannot be enforced on this host.
+var ErrUnenforceable = errors.New("sandbox mode cannot be enforced on this host")
+
+// Resolve derives the policy from spec and the host report. An explicit mode
+// the host cannot enforce is refused; an unset one degrades to off and the
+// policy says why (Degraded).
+func Resolve(spec Spec, host HostReport) (*Policy, error) {
+	if spec.Mode == "" {
+		spec.Mode = ModeWorkspaceWrite
+	}
+	if _, err := ParseMode(string(spec.Mode)); err != nil {
+		return nil, err
+	}
+	if spec.Network == "" {
+		spec.Network = NetworkOn
+	}
+	if _, err := ParseNetwork(string(spec.Network)); err != nil {
+		return nil, err
+	}
+	if spec.Limits == (Limits{}) {
+		spec.Limits = DefaultLimits
+	}
+	p := &Policy{
+		mode:     spec.Mode,
+		explicit: spec.ModeExplicit,
+		network:  spec.Network,
+		limits:   spec.Limits,
+		env:      slices.Clone(spec.Env),
+		host:     host,
+		backend:  "bwrap",
+	}
+	home := spec.Home
+	if home == "" {
+		home = envLookup(spec.Env, "HOME")
+	}
+	if home == "" || !filepath.IsAbs(home) {
+		return nil, fmt.Errorf("HOME is unset or relative (%q): the denylist is resolved against it", home)
+	}
+	p.home = filepath.Clean(home)
+	p.xdgConf = envLookup(spec.Env, "XDG_CONFIG_HOME")
+	if p.xdgConf != "" && !filepath.IsAbs(p.xdgConf) {
+		p.xdgConf = ""
+	}
+
+	wd, err := canonicalDir(spec.Workdir)
+	if err != nil {
+		return nil, fmt.Errorf("workdir: %w", err)
+	}
+	p.workdir = wd
+	for _, d := range spec.AddDirs {
+		cd, err := canonicalDir(d)
+		if err != nil {
+			return nil, fmt.Errorf("--add-dir %s: %w", d, err)
+		}
+		if err := SharedTreeGuard(cd, p.home, wd, tempRoots(spec.Env)); err != nil {
+			return nil, fmt.Errorf("--add-dir %s: %w", d, err)
+		}
+		if !slices.Contains(p.addDirs, cd) {
+			p.addDirs = append(p.addDirs, cd)
+		}
+	}
+	if err := SharedTreeGuard(wd, p.home, "", tempRoots(spec.Env)); err != nil && p.mode != ModeOff {
+		// The worktree itself may not be a shared tree either: binding the
+		// home directory writable would unmask nothing but expose everything.
+		return nil, fmt.Errorf("workdir: %w", err)
+	}
+	p.deny = DefaultDenylist(p.home, p.xdgConf)
+	for _, d := range spec.ExtraDeny {
+		if !filepath.IsAbs(d) {
+			return nil, fmt.Errorf("deny path %q is not absolute", d)
+		}
+		p.deny = append(p.deny, filepath.Clean(d))
+	}
+	p.scratchR = spec.ScratchRoot
+	p.gitConf = GlobalGitConfigFiles(p.home, p.xdgConf)
+
+	if p.mode != ModeOff {
+		if reason := host.Unusable(); reason != "" {
+			if p.explicit {
+				return nil, fmt.Errorf("%w: --sandbox %s: %s", ErrUnenforceable, p.mode, reason)
+			}
+			p.degraded = reason
+			p.mode = ModeOff
+		}
+	}
+	switch {
+	case p.mode == ModeOff:
+		p.backend = "none"
+		p.cache = CacheHost
+	case p.mode == ModeReadOnly:
+		p.cache = CacheNone
+	case p.mode == ModeWorkspaceWrite && host.Overlay:
+		p.cache = CacheOverlay
+	default:
+		p.cache = CachePrivate
+	}
+	return p, nil
+}
+
+// Narrow returns a copy of p confined further: a stricter mode, the network
+// off, or more masked paths. It refuses anything that would widen p.
+func (p *Policy) Narrow(mode Mode, network Network, extraDeny []string) (*Policy, error) {
+	q := *p
+	q.addDirs = slices.Clone(p.addDirs)
+	q.deny = slices.Clone(p.deny)
+	if mode != "" && mode != p.mode {
+		if !mode.NoWiderThan(p.mode) {
+			return nil, fmt.Errorf("cannot narrow sandbox %s to %s: it would grant more", p.mode, mode)
+		}
+		if p.mode == ModeOff && p.host.Unusable() != "" {
+			return nil, fmt.Errorf("%w: --sandbox %s: %s", ErrUnenforceable, mode, p.host.Unusable())
+		}
+		q.mode = mode
+		q.backend = "bwrap"
+		switch mode {
+		case ModeReadOnly:
+			q.cache = CacheNone
+		case ModeRestricted:
+			q.cache = CachePrivate
+		}
+	}
+	if network == NetworkOff {
+		q.network = NetworkOff
+	}
+	for _, d := range extraDeny {
+		if !filepath.IsAbs(d) {
+			return nil, fmt.Errorf("deny path %q is not absolute", d)
+		}
+		q.deny = append(q.deny, filepath.Clean(d))
+	}
+	return &q, nil
+}
+
+func (p *Policy) Mode() Mode                { return p.mode }
+func (p *Policy) Network() Network          { return p.network }
+func (p *Policy) Backend() string           { return p.backend }
+func (p *Policy) Workdir() string           { return p.workdir }
+func (p *Policy) AddDirs() []string         { return slices.Clone(p.addDirs) }
+func (p *Policy) Home() string              { return p.home }
+func (p *Policy) Denylist() []string        { return slices.Clone(p.deny) }
+func (p *Policy) Limits() Limits            { return p.limits }
+func (p *Policy) Cache() CacheStrategy      { return p.cache }
+func (p *Policy) Host() HostReport          { return p.host }
+func (p *Policy) Explicit() bool            { return p.explicit }
+func (p *Policy) GlobalGitConfig() []string { return slices.Clone(p.gitConf) }
+func (p *Policy) ScratchRoot() string       { return p.scratchR }
+func (p *Policy) Env() []string             { return slices.Clone(p.env) }
+
+// Degraded is the reason an unset default fell back to off, or "".
+func (p *Policy) Degraded() string { return p.degraded }
+
+// StartupLine is spec 000's one-line report, read from the policy so it
+// never says more than is enforced.
+func (p *Policy) StartupLine() string {
+	if p.mode == ModeOff {
+		if p.degraded != "" {
+			return "sandbox: NOT ENFORCING (off): no usable backend on this host: " + p.degraded +
+				"; commands run with your full user access (pass --sandbox MODE to refuse instead)"
+		}
+		return "sandbox: off (requested): commands run with your full user access"
+	}
+	net := "network off"
+	if p.network == NetworkOn {
+		net = "network on, unfiltered until egress lands"
+	}
+	return fmt.Sprintf("sandbox: %s enforcing %s (%s, secrets masked, cache %s)", p.backend, p.mode, net, p.cache)
+}
+
+// WriteRoots are the persistent writable roots of spawned processes (scratch
+// and caches excluded).
+func (p *Policy) WriteRoots() []string {
+	switch p.mode {
+	case ModeWorkspaceWrite:
+		return append([]string{p.workdir}, p.addDirs...)
+	case ModeRestricted:
+		return []string{p.workdir}
+	}
+	return nil
+}
+
+func envLookup(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+func tempRoots(env []string) []string {
+	roots := []string{"/tmp", "/var/tmp", "/dev/shm"}
+	if t := envLookup(env, "TMPDIR"); filepath.IsAbs(t) {
+		roots = append(roots, filepath.Clean(t))
+	}
+	return roots
+}

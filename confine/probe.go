@@ -1,0 +1,100 @@
+package confine
+
+import (
+	"fmt"
+	"strings"
+)
+
+// HostReport is what the host can enforce, measured once at start (spec 002
+// "探测结果": the probe is the gate that decides enforcement).
+type HostReport struct {
+	OS   string `json:"os"`
+	Arch string `json:"arch"`
+	// Kernel is the running kernel release.
+	Kernel string `json:"kernel"`
+	// Bwrap is the absolute path of the bubblewrap binary, or "".
+	Bwrap        string `json:"bwrap"`
+	BwrapVersion string `json:"bwrap_version"`
+	// UserNS is true when a real sandbox was started with a new user
+	// namespace as the current user (not merely "the binary exists").
+	UserNS      bool   `json:"userns"`
+	UserNSError string `json:"userns_error,omitempty"`
+	// Overlay is true when this bubblewrap can mount overlays (0.10+).
+	Overlay bool `json:"overlay"`
+	// Landlock is the kernel's Landlock ABI version, 0 when unavailable.
+	Landlock int `json:"landlock_abi"`
+	// Seccomp is true when the seccomp filter could be built for this arch.
+	Seccomp      bool   `json:"seccomp"`
+	SeccompError string `json:"seccomp_error,omitempty"`
+	// RunAsRoot records that the server runs as kernel uid 0, which the
+	// sandbox answers with a dropped capability set, seccomp and procfs masks.
+	RunAsRoot bool `json:"run_as_root"`
+	// InstallHint names the missing package, when one is missing.
+	InstallHint string `json:"install_hint,omitempty"`
+	// Microvm is always false: no microVM runtime is supported.
+	Microvm bool `json:"microvm"`
+}
+
+// Unusable returns why no native backend can enforce a mode here, or "".
+func (h HostReport) Unusable() string {
+	switch {
+	case h.OS != "linux":
+		return fmt.Sprintf("no native sandbox backend for %s in this build", h.OS)
+	case h.Bwrap == "":
+		return "bubblewrap (bwrap) not found on PATH" + hint(h.InstallHint)
+	case !h.UserNS:
+		msg := "bubblewrap cannot create an unprivileged user namespace"
+		if h.UserNSError != "" {
+			msg += ": " + h.UserNSError
+		}
+		return msg
+	case !h.Seccomp:
+		return "seccomp filter unavailable: " + h.SeccompError
+	}
+	return ""
+}
+
+func hint(h string) string {
+	if h == "" {
+		return ""
+	}
+	return " (install it: " + h + ")"
+}
+
+// Backend names a sandbox backend as spec 002 spells them.
+type Backend string
+
+const (
+	BackendNative  Backend = "native"
+	BackendNone    Backend = "none"
+	BackendMicrovm Backend = "microvm"
+)
+
+// ParseBackend accepts spec 002's names; "docker" is stored history and maps
+// to native, as spec 002 says.
+func ParseBackend(s string) (Backend, error) {
+	switch strings.ToLower(s) {
+	case "", "native", "docker":
+		return BackendNative, nil
+	case "none":
+		return BackendNone, nil
+	case "microvm":
+		return BackendMicrovm, nil
+	}
+	return "", fmt.Errorf("unknown sandbox backend %q (want native, none or microvm)", s)
+}
+
+// CheckBackend refuses an explicit request for a backend this host lacks.
+// microvm never degrades silently (spec 002): no microVM runtime is
+// supported by this server, so asking for it always fails loudly.
+func (h HostReport) CheckBackend(b Backend) error {
+	switch b {
+	case BackendMicrovm:
+		return fmt.Errorf("%w: backend microvm requested, but this host has no microVM runtime (evener-mcp supports native and none)", ErrUnenforceable)
+	case BackendNative:
+		if r := h.Unusable(); r != "" {
+			return fmt.Errorf("%w: backend native requested: %s", ErrUnenforceable, r)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package confine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// BwrapEnv names the environment variable that points at a specific
+// bubblewrap binary (absolute path). Unset, bwrap is looked up on PATH.
+const BwrapEnv = "EVENER_MCP_BWRAP"
+
+// ProbeDepth says how hard Probe tries.
+type ProbeDepth int
+
+const (
+	// ProbeFull starts a real bubblewrap sandbox as the current user.
+	ProbeFull ProbeDepth = iota
+	// ProbeQuick creates a real user namespace with a trivial child instead
+	// of a whole sandbox (about a millisecond), unless an LSM is known to
+	// treat bwrap differently from other programs, in which case it runs the
+	// full probe. One-shot commands use it; the launch itself is the final
+	// check, and a sandbox that fails to set up never runs the command.
+	ProbeQuick
+)
+
+// Probe measures what this host can enforce. env is the server's
+// environment (for PATH and the bwrap override).
+func Probe(depth ProbeDepth, env []string) HostReport {
+	h := HostReport{OS: runtime.GOOS, Arch: runtime.GOARCH, RunAsRoot: os.Geteuid() == 0}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		h.Kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	h.Landlock = landlockABI()
+	if _, err := SeccompProgram(); err != nil {
+		h.SeccompError = err.Error()
+	} else {
+		h.Seccomp = true
+	}
+	bw, err := findBwrap(env)
+	if err != nil {
+		h.UserNSError = err.Error()
+		h.InstallHint = "apt-get install bubblewrap (Debian/Ubuntu), dnf install bubblewrap (Fedora), pacman -S bubblewrap (Arch)"
+		return h
+	}
+	h.Bwrap = bw
+	h.BwrapVersion, h.Overlay = bwrapVersion(bw)
+	if depth == ProbeQuick && !lsmRestrictsUserns() {
+		h.UserNS, h.UserNSError = quickUserns()
+	} else {
+		h.UserNS, h.UserNSError = fullUserns(bw)
+	}
+	return h
+}
+
+func findBwrap(env []string) (string, error) {
+	if p := envLookup(env, BwrapEnv); p != "" {
+		if !filepath.IsAbs(p) {
+			return "", errors.New(BwrapEnv + " must be an absolute path")
+		}
+		if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return "", errors.New(BwrapEnv + "=" + p + " is not an executable file")
+		}
+		return p, nil
+	}
+	for _, dir := range filepath.SplitList(envLookup(env, "PATH")) {
+		if !filepath.IsAbs(dir) {
+			continue // a relative PATH entry is a classic injection
+		}
+		p := filepath.Join(dir, "bwrap")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", errors.New("bubblewrap (bwrap) not found on PATH")
+}
+
+var versionRE = regexp.MustCompile(`(\d+)\.(\d+)\.(\d+)`)
+
+// bwrapVersion runs `bwrap --version`; overlay support arrived in 0.10.0
+// and is confirmed from --help so a patched build is judged by what it has.
+func bwrapVersion(bw string) (string, bool) {
+	out, err := probeOutput(bw, "--version")
+	if err != nil {
+		return "", false
+	}
+	m := versionRE.FindStringSubmatch(string(out))
+	if m == nil {
+		return strings.TrimSpace(string(out)), false
+	}
+	maj, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	if maj == 0 && minor < 10 {
+		return m[0], false
+	}
+	help, _ := probeOutput(bw, "--help")
+	return m[0], bytes.Contains(help, []byte("--overlay-src")) && bytes.Contains(help, []byte("--tmp-overlay"))
+}
+
+// probeOutput runs a host helper with an empty environment and a deadline.
+func probeOutput(bin string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	err := cmd.Run()
+	return b.Bytes(), err
+}
+
+// fullUserns starts a real sandbox with the namespace flags every spawn uses.
+func fullUserns(bw string) (bool, string) {
+	out, err := probeOutput(bw, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+		"--unshare-net", "--disable-userns", "--assert-userns-disabled", "--die-with-parent", "--new-session",
+		"--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true")
+	if err != nil {
+		msg := strings.TrimSpace(string(out))
+		if msg == "" {
+			msg = err.Error()
+		}
+		return false, firstLine(msg)
+	}
+	return true, ""
+}
+
+// quickUserns creates a user namespace for a trivial child: the kernel check
+// that decides whether bubblewrap can run unprivileged.
+func quickUserns() (bool, string) {
+	cmd := exec.Command("/proc/self/exe")
+	if t, err := exec.LookPath("true"); err == nil {
+		cmd = exec.Command(t)
+	}
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}},
+	}
+	if err := cmd.Run(); err != nil {
+		return false, "creating a user namespace failed: " + err.Error()
+	}
+	return true, ""
+}
+
+// lsmRestrictsUserns is true where AppArmor restricts unprivileged user
+// namespaces per program (Ubuntu 24.04): there only bwrap itself can tell.
+func lsmRestrictsUserns() bool {
+	b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+	return err == nil && strings.TrimSpace(string(b)) != "0"
+}
+
+func landlockABI() int {
+	const createRulesetVersion = 1 // LANDLOCK_CREATE_RULESET_VERSION
+	r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, createRulesetVersion)
+	if errno != 0 {
+		return 0
+	}
+	return int(r)
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
