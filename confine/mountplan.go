@@ -178,6 +178,9 @@ func Plan(p *Policy, l Layout) MountPlan {
 	add(Mount{Kind: MountDev, Dst: "/dev", Why: "minimal /dev"})
 	add(Mount{Kind: MountTmpfs, Dst: "/dev/shm", Size: lim.TmpfsBytes, Why: "size-limited shared memory"})
 	add(Mount{Kind: MountProc, Dst: "/proc", Why: "procfs of the sandbox's own PID namespace"})
+	// Kernel uid 0 passes the owner check on global sysctls even without
+	// capabilities: a server started by root must not reach them.
+	add(Mount{Kind: MountROBind, Src: "/proc/sys", Dst: "/proc/sys", Why: "sysctls read-only"})
 	for _, e := range l.Proc {
 		add(maskFor(e, "procfs entry writable or readable by kernel uid 0"))
 	}

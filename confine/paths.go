@@ -60,7 +60,7 @@ var ProcMasks = []string{
 	"/proc/sysrq-trigger", "/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/timer_list",
 	"/proc/sched_debug", "/proc/latency_stats", "/proc/kmsg", "/proc/kallsyms",
 	"/proc/irq", "/proc/bus", "/proc/acpi", "/proc/asound", "/proc/scsi", "/proc/fs",
-	"/proc/driver", "/proc/sys", "/proc/config.gz", "/proc/kpagecount", "/proc/kpageflags",
+	"/proc/driver", "/proc/config.gz", "/proc/kpagecount", "/proc/kpageflags",
 	"/proc/kpagecgroup", "/proc/mtrr", "/proc/sysvipc", "/proc/vmallocinfo", "/proc/slabinfo",
 }
 
