@@ -63,7 +63,7 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 	for _, d := range append(p.Denylist(), SystemSecrets...) {
 		for _, sp := range resolvedSpellings(d) {
 			k, _ := lstatKind(sp)
-			if k == PathAbsent || k == PathSymlink || !visible(sp) {
+			if k == PathAbsent || k == PathSymlink || !visible(sp) || !reachableWithoutCaps(sp, k == PathDir) {
 				continue
 			}
 			if !slices.ContainsFunc(l.Deny, func(e Entry) bool { return e.Path == sp }) {
@@ -80,9 +80,14 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 			}
 		}
 	}
-	for _, pm := range ProcMasks {
-		if k, _ := lstatKind(pm); k == PathDir || k == PathFile {
-			l.Proc = append(l.Proc, Entry{Path: pm, Kind: k})
+	if p.Host().RunAsRoot {
+		// Only kernel uid 0 can write host sysctls or read these entries
+		// without capabilities; for anyone else they are the user's own view.
+		l.ProcReadOnly = true
+		for _, pm := range ProcMasks {
+			if k, _ := lstatKind(pm); k == PathDir || k == PathFile {
+				l.Proc = append(l.Proc, Entry{Path: pm, Kind: k})
+			}
 		}
 	}
 

@@ -1,9 +1,7 @@
 package confine
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -86,6 +86,9 @@ type Command struct {
 	Timeout time.Duration
 	// Env sets further variables (trusted callers only: hooks, tools).
 	Env map[string]string
+	// OnStart, if set, runs once the sandbox exists and before the command
+	// is released into it (for a mode-off command: just before it starts).
+	OnStart func()
 }
 
 // Result is how a command ended.
@@ -198,7 +201,10 @@ func (s *Session) Run(ctx context.Context, c Command) (Result, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if !pr.Sandboxed {
 		cmd.SysProcAttr.Setpgid = true
-		return s.wait(ctx, cmd, nil)
+		if c.OnStart != nil {
+			c.OnStart()
+		}
+		return s.wait(ctx, cmd, nil, nil)
 	}
 	cmd.Dir = "/"
 	files, err := s.sandboxFiles()
@@ -206,7 +212,7 @@ func (s *Session) Run(ctx context.Context, c Command) (Result, error) {
 		return Result{ExitCode: -1}, err
 	}
 	cmd.ExtraFiles = []*os.File{files.seccompR, files.infoW, files.blockR}
-	return s.wait(ctx, cmd, files)
+	return s.wait(ctx, cmd, files, c.OnStart)
 }
 
 type spawnFiles struct {
@@ -243,7 +249,7 @@ func (s *Session) sandboxFiles() (*spawnFiles, error) {
 	return f, nil
 }
 
-func (s *Session) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles) (Result, error) {
+func (s *Session) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles, onStart func()) (Result, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -270,7 +276,7 @@ func (s *Session) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles) (Resul
 
 	if f != nil {
 		f.closeChildEnds()
-		pid, err := s.release(f)
+		pid, err := s.release(f, onStart)
 		if err != nil {
 			// Kill before the block pipe closes: bwrap treats EOF on it as
 			// the go-ahead.
@@ -313,14 +319,13 @@ func (s *Session) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles) (Resul
 // release reads bubblewrap's info (the sandbox init's host pid), applies the
 // resource limits to it before it execs the command, then lets it go. The
 // caller closes the block pipe, after killing the spawn if release failed.
-func (s *Session) release(f *spawnFiles) (int, error) {
+func (s *Session) release(f *spawnFiles, onStart func()) (int, error) {
 	defer f.infoR.Close()
-	var info struct {
-		ChildPID int `json:"child-pid"`
-	}
-	if err := json.NewDecoder(bufio.NewReader(f.infoR)).Decode(&info); err != nil || info.ChildPID <= 0 {
+	pid, err := readChildPID(f.infoR)
+	if err != nil {
 		return 0, fmt.Errorf("%w: bubblewrap exited before the sandbox existed (its message is above)", ErrSandboxSetup)
 	}
+	info := struct{ ChildPID int }{pid}
 	lim := s.p.Limits()
 	for _, r := range []struct {
 		res int
@@ -344,10 +349,36 @@ func (s *Session) release(f *spawnFiles) (int, error) {
 			return info.ChildPID, fmt.Errorf("%w: set resource limit %d: %v", ErrSandboxSetup, r.res, err)
 		}
 	}
+	if onStart != nil {
+		onStart()
+	}
 	if _, err := f.blockW.Write([]byte{1}); err != nil {
 		return info.ChildPID, fmt.Errorf("%w: release sandbox: %v", ErrSandboxSetup, err)
 	}
 	return info.ChildPID, nil
+}
+
+var childPIDRE = regexp.MustCompile(`"child-pid"\s*:\s*(\d+)`)
+
+// readChildPID reads bubblewrap's --info-fd stream only as far as the child
+// pid: bwrap writes the rest of the object only after the sandbox is set up,
+// and waiting for it would stall every spawn. bwrap writes the pid with one
+// write(2) well under PIPE_BUF, which a pipe delivers whole, so digits at the
+// end of what was read are the whole number.
+func readChildPID(r io.Reader) (int, error) {
+	buf := make([]byte, 0, 256)
+	chunk := make([]byte, 256)
+	for len(buf) < 4096 {
+		n, err := r.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		if m := childPIDRE.FindSubmatch(buf); m != nil {
+			return strconv.Atoi(string(m[1]))
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return 0, errors.New("no child-pid in bwrap info")
 }
 
 // killTree kills a spawn and everything below it. For a sandbox, killing

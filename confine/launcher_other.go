@@ -31,6 +31,7 @@ type Command struct {
 	Stderr  io.Writer
 	Timeout time.Duration
 	Env     map[string]string
+	OnStart func()
 }
 
 type Result struct {

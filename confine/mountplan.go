@@ -61,7 +61,11 @@ func (mp MountPlan) Args() []string {
 		case MountMaskFile:
 			a = append(a, "--ro-bind", "/dev/null", m.Dst)
 		case MountMaskDir:
-			a = append(a, "--perms", "0000", "--size", "4096", "--tmpfs", m.Dst, "--remount-ro", m.Dst)
+			// An empty, mode-0000, 4 KiB tmpfs: nothing of what it covers is
+			// visible. It is not remounted read-only (that costs a mount-table
+			// walk per mask): whatever is written there stays in the sandbox
+			// and vanishes with it.
+			a = append(a, "--perms", "0000", "--size", "4096", "--tmpfs", m.Dst)
 		default:
 			panic("bug: unknown mount kind " + string(m.Kind))
 		}
@@ -132,6 +136,8 @@ type Layout struct {
 	Sockets []string
 	// Proc are the ProcMasks entries present in the host's procfs.
 	Proc []Entry
+	// ProcReadOnly remounts the sandbox's procfs read-only (root servers).
+	ProcReadOnly bool
 	// SystemRoots are restricted mode's system read roots that exist.
 	SystemRoots []Entry
 	// GitConfig are the file-exact global git config grants (restricted).
@@ -178,11 +184,14 @@ func Plan(p *Policy, l Layout) MountPlan {
 	add(Mount{Kind: MountDev, Dst: "/dev", Why: "minimal /dev"})
 	add(Mount{Kind: MountTmpfs, Dst: "/dev/shm", Size: lim.TmpfsBytes, Why: "size-limited shared memory"})
 	add(Mount{Kind: MountProc, Dst: "/proc", Why: "procfs of the sandbox's own PID namespace"})
-	// Kernel uid 0 passes the owner check on global sysctls even without
-	// capabilities: a server started by root must not reach them.
-	add(Mount{Kind: MountROBind, Src: "/proc/sys", Dst: "/proc/sys", Why: "sysctls read-only"})
 	for _, e := range l.Proc {
-		add(maskFor(e, "procfs entry writable or readable by kernel uid 0"))
+		add(maskFor(e, "procfs entry leaking host kernel state"))
+	}
+	// Kernel uid 0 passes the owner check on global sysctls and on files
+	// like sysrq-trigger even without capabilities: a server started by root
+	// must not reach them, so the whole procfs is read-only.
+	if l.ProcReadOnly {
+		add(Mount{Kind: MountRemount, Dst: "/proc", Why: "procfs read-only (sysctls, sysrq)"})
 	}
 	add(Mount{Kind: MountTmpfs, Dst: "/tmp", Size: lim.TmpfsBytes, Why: "private /tmp (host sockets live there)"})
 	if p.Mode() != ModeRestricted {

@@ -53,15 +53,13 @@ var PseudoDenylist = []string{
 // processes (a read-only bind of / does not stop a connect()).
 var DaemonSockets = PseudoDenylist[5:]
 
-// ProcMasks are the root-owned files of a fresh procfs that a process which
-// is still kernel uid 0 (a server started by root) could otherwise write or
-// read to the host's harm; modelled on Docker's masked and read-only paths.
+// ProcMasks are procfs entries that leak host kernel state to a reader that
+// is kernel uid 0 (a server started by root). Writes are handled wholesale:
+// the sandbox's procfs is remounted read-only, and bwrap itself covers
+// /proc/irq and /proc/bus.
 var ProcMasks = []string{
 	"/proc/sysrq-trigger", "/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/timer_list",
-	"/proc/sched_debug", "/proc/latency_stats", "/proc/kmsg", "/proc/kallsyms",
-	"/proc/irq", "/proc/bus", "/proc/acpi", "/proc/asound", "/proc/scsi", "/proc/fs",
-	"/proc/driver", "/proc/config.gz", "/proc/kpagecount", "/proc/kpageflags",
-	"/proc/kpagecgroup", "/proc/mtrr", "/proc/sysvipc", "/proc/vmallocinfo", "/proc/slabinfo",
+	"/proc/sched_debug", "/proc/kallsyms", "/proc/acpi", "/proc/scsi",
 }
 
 // SystemReadRoots are restricted mode's read-only system roots (spec 000).

@@ -19,6 +19,9 @@ type HostReport struct {
 	// namespace as the current user (not merely "the binary exists").
 	UserNS      bool   `json:"userns"`
 	UserNSError string `json:"userns_error,omitempty"`
+	// UserNSDeferred means UserNS was not measured before the launch: the
+	// first sandbox created is the probe (ProbeStatic).
+	UserNSDeferred bool `json:"userns_deferred,omitempty"`
 	// Overlay is true when this bubblewrap can mount overlays (0.10+).
 	Overlay bool `json:"overlay"`
 	// Landlock is the kernel's Landlock ABI version, 0 when unavailable.

@@ -21,18 +21,23 @@ import (
 // bubblewrap binary (absolute path). Unset, bwrap is looked up on PATH.
 const BwrapEnv = "EVENER_MCP_BWRAP"
 
-// ProbeDepth says how hard Probe tries.
+// ProbeDepth says how hard Probe tries. Every depth refuses to claim a
+// user namespace it did not see created.
 type ProbeDepth int
 
 const (
-	// ProbeFull starts a real bubblewrap sandbox as the current user.
+	// ProbeFull starts a real bubblewrap sandbox as the current user, with
+	// the namespace flags every spawn uses (server start, `probe`).
 	ProbeFull ProbeDepth = iota
-	// ProbeQuick creates a real user namespace with a trivial child instead
-	// of a whole sandbox (about a millisecond), unless an LSM is known to
-	// treat bwrap differently from other programs, in which case it runs the
-	// full probe. One-shot commands use it; the launch itself is the final
-	// check, and a sandbox that fails to set up never runs the command.
+	// ProbeQuick creates a real user namespace for a trivial child (about a
+	// millisecond) unless an LSM judges bwrap differently from other
+	// programs, in which case it runs the full probe.
 	ProbeQuick
+	// ProbeStatic starts nothing: for a one-shot command with an explicit
+	// mode, the launch itself is the probe. A sandbox that cannot be created
+	// never runs the command, and the startup line is printed only once the
+	// sandbox's namespaces exist.
+	ProbeStatic
 )
 
 // Probe measures what this host can enforce. env is the server's
@@ -56,10 +61,15 @@ func Probe(depth ProbeDepth, env []string) HostReport {
 		return h
 	}
 	h.Bwrap = bw
-	h.BwrapVersion, h.Overlay = bwrapVersion(bw)
-	if depth == ProbeQuick && !lsmRestrictsUserns() {
+	switch {
+	case depth == ProbeStatic:
+		h.BwrapVersion, h.Overlay = bwrapVersionStatic(bw)
+		h.UserNS, h.UserNSDeferred = true, true
+	case depth == ProbeQuick && !lsmRestrictsUserns():
+		h.BwrapVersion, h.Overlay = bwrapVersionStatic(bw)
 		h.UserNS, h.UserNSError = quickUserns()
-	} else {
+	default:
+		h.BwrapVersion, h.Overlay = bwrapVersion(bw)
 		h.UserNS, h.UserNSError = fullUserns(bw)
 	}
 	return h
@@ -107,6 +117,25 @@ func bwrapVersion(bw string) (string, bool) {
 	}
 	help, _ := probeOutput(bw, "--help")
 	return m[0], bytes.Contains(help, []byte("--overlay-src")) && bytes.Contains(help, []byte("--tmp-overlay"))
+}
+
+// bwrapVersionStatic reads the version and overlay support out of the
+// binary instead of running it: bubblewrap embeds its package string and its
+// option names. Used where a spawn would double a one-shot command's cost.
+func bwrapVersionStatic(bw string) (string, bool) {
+	b, err := os.ReadFile(bw)
+	if err != nil || len(b) > 16<<20 {
+		return bwrapVersion(bw)
+	}
+	i := bytes.Index(b, []byte("bubblewrap "))
+	if i < 0 {
+		return bwrapVersion(bw)
+	}
+	m := versionRE.FindSubmatch(b[i:min(len(b), i+40)])
+	if m == nil {
+		return bwrapVersion(bw)
+	}
+	return string(m[0]), bytes.Contains(b, []byte("tmp-overlay")) && bytes.Contains(b, []byte("overlay-src"))
 }
 
 // probeOutput runs a host helper with an empty environment and a deadline.

@@ -14,6 +14,7 @@ type ProbeDepth int
 const (
 	ProbeFull ProbeDepth = iota
 	ProbeQuick
+	ProbeStatic
 )
 
 // Probe reports a host with no native backend in this build.

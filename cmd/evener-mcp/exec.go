@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/confine"
 )
 
@@ -29,11 +30,18 @@ func runExec(args []string) int {
 		fmt.Fprintln(os.Stderr, "evener-mcp exec: no command (usage: evener-mcp exec [flags] -- CMD [ARG...])")
 		return exitUsage
 	}
-	cfg, pol, code := s.resolve(confine.ProbeQuick)
+	// An explicit mode is enforced or refused: the launch itself is the
+	// user-namespace probe. Only an unset mode, which may degrade, needs to
+	// know beforehand.
+	cfg, pol, code := s.resolve(func(c *config.Config) confine.ProbeDepth {
+		if c.Spec.ModeExplicit {
+			return confine.ProbeStatic
+		}
+		return confine.ProbeQuick
+	})
 	if code != 0 {
 		return code
 	}
-	fmt.Fprintln(os.Stderr, pol.StartupLine())
 	sess, err := confine.NewSession(pol, cfg.EnvPassthrough)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
@@ -45,9 +53,12 @@ func runExec(args []string) int {
 	defer stop()
 	res, err := sess.Run(ctx, confine.Command{
 		Args: cmdArgs, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Timeout: *timeout,
+		// The line is printed once the sandbox exists and before the
+		// command runs, so it is never a claim about a sandbox that failed.
+		OnStart: func() { fmt.Fprintln(os.Stderr, pol.StartupLine()) },
 	})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
+		fmt.Fprintf(os.Stderr, "evener-mcp: refusing to run: --sandbox %s: %v\n", pol.Mode(), err)
 		return exitRefused
 	}
 	if res.TimedOut {

@@ -50,7 +50,7 @@ func (s *flagSet) parse(args []string) error {
 // resolve loads the configuration layers, probes the host and resolves the
 // policy. It prints one legible line and returns a non-zero exit code on
 // any failure.
-func (s *flagSet) resolve(depth confine.ProbeDepth) (*config.Config, *confine.Policy, int) {
+func (s *flagSet) resolve(depth func(*config.Config) confine.ProbeDepth) (*config.Config, *confine.Policy, int) {
 	env := os.Environ()
 	cfg, err := config.Load(s.f, env)
 	if err != nil {
@@ -60,7 +60,7 @@ func (s *flagSet) resolve(depth confine.ProbeDepth) (*config.Config, *confine.Po
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(os.Stderr, "evener-mcp: warning: %s\n", w)
 	}
-	host := confine.Probe(depth, env)
+	host := confine.Probe(depth(cfg), env)
 	if cfg.Backend != "" {
 		if err := host.CheckBackend(cfg.Backend); err != nil {
 			fmt.Fprintf(os.Stderr, "evener-mcp: refusing to start: %v\n", err)

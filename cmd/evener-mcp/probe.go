@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/confine"
 )
 
@@ -23,7 +24,7 @@ func runProbe(args []string) int {
 		fmt.Fprintf(os.Stderr, "evener-mcp probe: %v\n", err)
 		return exitUsage
 	}
-	cfg, pol, code := s.resolve(confine.ProbeFull)
+	cfg, pol, code := s.resolve(func(*config.Config) confine.ProbeDepth { return confine.ProbeFull })
 	if code != 0 {
 		return code
 	}

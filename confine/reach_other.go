@@ -1,0 +1,5 @@
+//go:build !linux
+
+package confine
+
+func reachableWithoutCaps(path string, isDir bool) bool { return true }
