@@ -284,7 +284,11 @@ func discoverGitDir(wt string) (gitDir, gitlink string, err error) {
 		k, _ := lstatKind(dot)
 		switch k {
 		case PathDir:
-			return dot, "", nil
+			// As git does, a .git without HEAD is not a repository (the empty
+			// one this package pins where none exists, say): keep looking.
+			if hk, _ := lstatKind(filepath.Join(dot, "HEAD")); hk == PathFile {
+				return dot, "", nil
+			}
 		case PathSymlink:
 			return "", "", fmt.Errorf("%w: %s is a symlink; refusing to guess which repository it protects", ErrUnsafeLayout, dot)
 		case PathFile:

@@ -124,6 +124,8 @@ func (s *Session) Prepare(c Command) (*Prepared, error) {
 	for k, v := range c.Env {
 		over[k] = v
 	}
+	over["TMPDIR"] = s.scratch
+	over["EVENER_SCRATCH_DIR"] = s.scratch
 	if p.Mode() == ModeOff {
 		env := EnvFloor(p.env, s.envPass, ModeOff, over, nil)
 		path, err := exec.LookPath(c.Args[0])
@@ -132,8 +134,6 @@ func (s *Session) Prepare(c Command) (*Prepared, error) {
 		}
 		return &Prepared{Path: path, Args: c.Args, Env: env, Dir: dir}, nil
 	}
-	over["TMPDIR"] = s.scratch
-	over["EVENER_SCRATCH_DIR"] = s.scratch
 	if p.Cache() == CachePrivate {
 		for k, v := range CacheEnv(s.scratch, p.Mode(), envLookup(p.env, "GOPATH")) {
 			over[k] = v
@@ -320,7 +320,14 @@ func (s *Session) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles, onStar
 // resource limits to it before it execs the command, then lets it go. The
 // caller closes the block pipe, after killing the spawn if release failed.
 func (s *Session) release(f *spawnFiles, onStart func()) (int, error) {
-	defer f.infoR.Close()
+	// bwrap writes the rest of its info later; a closed pipe would kill it
+	// with SIGPIPE, so the rest is drained and dropped.
+	defer func() {
+		go func() {
+			_, _ = io.Copy(io.Discard, f.infoR)
+			f.infoR.Close()
+		}()
+	}()
 	pid, err := readChildPID(f.infoR)
 	if err != nil {
 		return 0, fmt.Errorf("%w: bubblewrap exited before the sandbox existed (its message is above)", ErrSandboxSetup)
