@@ -40,6 +40,19 @@ func lstatKind(p string) (PathKind, string) {
 	return PathOther, ""
 }
 
+// realLocation resolves every link in p; ok is false when nothing exists
+// there.
+func realLocation(p string) (string, bool) {
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", false
+	}
+	if k, _ := lstatKind(r); k == PathAbsent || k == PathSymlink {
+		return "", false
+	}
+	return r, true
+}
+
 // Inspect gathers the Layout for one spawn. It runs at every spawn, so a
 // symlink planted by an earlier command is seen before any mount uses it.
 func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
@@ -59,24 +72,26 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 		visible = func(path string) bool { return underAny(path, roots) }
 	}
 
-	// Denylist, under the literal and the resolved spelling.
+	// Denylist: every spelling of a path leads to its real location, and a
+	// mount there covers them all (bwrap resolves a destination through its
+	// links anyway, and cannot create one behind a symlinked parent).
 	for _, d := range append(p.Denylist(), SystemSecrets...) {
-		for _, sp := range resolvedSpellings(d) {
-			k, _ := lstatKind(sp)
-			if k == PathAbsent || k == PathSymlink || !visible(sp) || !reachableWithoutCaps(sp, k == PathDir) {
-				continue
-			}
-			if !slices.ContainsFunc(l.Deny, func(e Entry) bool { return e.Path == sp }) {
-				l.Deny = append(l.Deny, Entry{Path: sp, Kind: k})
-			}
+		sp, ok := realLocation(d)
+		if !ok || !visible(sp) {
+			continue
+		}
+		k, _ := lstatKind(sp)
+		if !reachableWithoutCaps(sp, k == PathDir) {
+			continue
+		}
+		if !slices.ContainsFunc(l.Deny, func(e Entry) bool { return e.Path == sp }) {
+			l.Deny = append(l.Deny, Entry{Path: sp, Kind: k})
 		}
 	}
 	if p.Mode() != ModeRestricted {
 		for _, s := range DaemonSockets {
-			for _, sp := range resolvedSpellings(s) {
-				if k, _ := lstatKind(sp); k != PathAbsent && k != PathSymlink && !slices.Contains(l.Sockets, sp) {
-					l.Sockets = append(l.Sockets, sp)
-				}
+			if sp, ok := realLocation(s); ok && !slices.Contains(l.Sockets, sp) {
+				l.Sockets = append(l.Sockets, sp)
 			}
 		}
 	}

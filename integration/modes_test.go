@@ -35,7 +35,9 @@ var modeOps = []probeOp{
 	{"write sibling project", func(e *env) string { return "echo x > " + q(e.sibling, "new-file") }, table(true, false, false, false)},
 	{"write home", func(e *env) string { return "echo x > " + q(e.home, "new-file") }, table(true, false, false, false)},
 	{"write add-dir", func(e *env) string { return "echo x > " + q(e.root, "extra", "new-file") }, table(true, false, true, false)},
-	{"write scratch (TMPDIR)", func(e *env) string { return `test -n "$TMPDIR" && echo x > "$TMPDIR/f" && test "$TMPDIR" = "$EVENER_SCRATCH_DIR"` }, table(true, true, true, true)},
+	{"write scratch (TMPDIR)", func(e *env) string {
+		return `test -n "$TMPDIR" && echo x > "$TMPDIR/f" && test "$TMPDIR" = "$EVENER_SCRATCH_DIR"`
+	}, table(true, true, true, true)},
 	{"write private /tmp", func(e *env) string { return "echo x > /tmp/evener-private-probe" }, all(true)},
 	{"write system root", func(e *env) string { return "echo x > /etc/evener-probe" }, table(false, false, false, false)},
 }
