@@ -244,6 +244,11 @@ func Plan(p *Policy, l Layout) MountPlan {
 	for _, e := range l.Deny {
 		add(maskFor(e, "denylist: credentials"))
 	}
+	if p.Mode() == ModeRestricted {
+		// The empty root was writable while bwrap built mount points in it;
+		// a write there now must fail, not vanish with the sandbox.
+		add(Mount{Kind: MountRemount, Dst: "/", Why: "restricted: the empty root read-only"})
+	}
 	return mp
 }
 
