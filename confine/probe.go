@@ -15,6 +15,8 @@ type HostReport struct {
 	// Bwrap is the absolute path of the bubblewrap binary, or "".
 	Bwrap        string `json:"bwrap"`
 	BwrapVersion string `json:"bwrap_version"`
+	// BwrapError says why no bubblewrap was found.
+	BwrapError string `json:"bwrap_error,omitempty"`
 	// UserNS is true when a real sandbox was started with a new user
 	// namespace as the current user (not merely "the binary exists").
 	UserNS      bool   `json:"userns"`
@@ -44,7 +46,11 @@ func (h HostReport) Unusable() string {
 	case h.OS != "linux":
 		return fmt.Sprintf("no native sandbox backend for %s in this build", h.OS)
 	case h.Bwrap == "":
-		return "bubblewrap (bwrap) not found on PATH" + hint(h.InstallHint)
+		msg := h.BwrapError
+		if msg == "" {
+			msg = "bubblewrap (bwrap) not found"
+		}
+		return msg + hint(h.InstallHint)
 	case !h.UserNS:
 		msg := "bubblewrap cannot create an unprivileged user namespace"
 		if h.UserNSError != "" {

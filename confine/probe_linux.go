@@ -56,7 +56,7 @@ func Probe(depth ProbeDepth, env []string) HostReport {
 	}
 	bw, err := findBwrap(env)
 	if err != nil {
-		h.UserNSError = err.Error()
+		h.BwrapError = err.Error()
 		h.InstallHint = "apt-get install bubblewrap (Debian/Ubuntu), dnf install bubblewrap (Fedora), pacman -S bubblewrap (Arch)"
 		return h
 	}

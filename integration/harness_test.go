@@ -106,6 +106,9 @@ type env struct {
 	work    string
 	sibling string
 	extra   []string // extra environment for the server
+	// prefix, when set, starts the server through another program (the
+	// server's path and arguments follow it).
+	prefix []string
 }
 
 // newEnv lays out a fixture owned by id.
@@ -166,6 +169,9 @@ func (e *env) runIn(t *testing.T, dir string, stdin []byte, args ...string) resu
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, args...)
+	if len(e.prefix) > 0 {
+		cmd = exec.CommandContext(ctx, e.prefix[0], append(append(e.prefix[1:len(e.prefix):len(e.prefix)], binPath), args...)...)
+	}
 	cmd.Dir = dir
 	cmd.Env = append([]string{
 		"HOME=" + e.home,
