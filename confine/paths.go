@@ -58,8 +58,10 @@ var DaemonSockets = PseudoDenylist[5:]
 // the sandbox's procfs is remounted read-only, and bwrap itself covers
 // /proc/irq and /proc/bus.
 var ProcMasks = []string{
-	"/proc/sysrq-trigger", "/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/timer_list",
-	"/proc/sched_debug", "/proc/kallsyms", "/proc/acpi", "/proc/scsi",
+	// Readable by kernel uid 0: keys it can view, kernel timers.
+	"/proc/keys", "/proc/timer_list", "/proc/sched_debug",
+	// Refused without capabilities at open, masked in case a kernel does not.
+	"/proc/kcore", "/proc/sysrq-trigger",
 }
 
 // SystemReadRoots are restricted mode's read-only system roots (spec 000).
