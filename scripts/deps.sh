@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what evener-mcp and its tests need on Debian/Ubuntu: bubblewrap
+# (the sandbox), and the tools the integration tests drive (git, perl,
+# util-linux's unshare and setpriv). Go itself must already be installed.
+set -euo pipefail
+need=()
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v git >/dev/null 2>&1 || need+=(git)
+command -v perl >/dev/null 2>&1 || need+=(perl)
+command -v unshare >/dev/null 2>&1 || need+=(util-linux)
+command -v ipcmk >/dev/null 2>&1 || need+=(util-linux)
+[ ${#need[@]} -eq 0 ] && exit 0
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "installing: ${need[*]}" >&2
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
