@@ -129,6 +129,16 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 		}
 	}
 
+	if p.Cache() == CacheOverlay {
+		l.CacheRoots = overlayCacheRoots(p, scratch)
+	}
+	// Every bind source is re-checked here, at each spawn: a write root or
+	// the scratch that became a symlink (or vanished) refuses the spawn.
+	for _, b := range append(p.WriteRoots(), scratch) {
+		if k, _ := lstatKind(b); k != PathDir {
+			return l, fmt.Errorf("%w: %s is no longer a directory", ErrUnsafeLayout, b)
+		}
+	}
 	if p.Mode().Writes() {
 		if err := inspectGit(p, &l, workdir); err != nil {
 			return l, err

@@ -134,14 +134,21 @@ func (s *Session) Prepare(c Command) (*Prepared, error) {
 		}
 		return &Prepared{Path: path, Args: c.Args, Env: env, Dir: dir}, nil
 	}
-	if p.Cache() == CachePrivate {
-		for k, v := range CacheEnv(s.scratch, p.Mode(), envLookup(p.env, "GOPATH")) {
-			over[k] = v
-		}
-	}
 	l, err := Inspect(p, s.scratch, dir)
 	if err != nil {
 		return nil, err
+	}
+	cacheEnv := map[string]string{}
+	switch p.Cache() {
+	case CachePrivate:
+		cacheEnv = CacheEnv(s.scratch, p.Mode(), envLookup(p.env, "GOPATH"))
+	case CacheOverlay:
+		cacheEnv = overlayCacheEnv(p, s.scratch, l.CacheRoots)
+	}
+	for k, v := range cacheEnv {
+		if _, set := c.Env[k]; !set {
+			over[k] = v
+		}
 	}
 	plan := Plan(p, l)
 	args := []string{"bwrap",

@@ -80,6 +80,11 @@ func GlobalGitConfigFiles(home, xdgConfig string) []string {
 		if err != nil || fi.IsDir() || !fi.Mode().IsRegular() {
 			continue
 		}
+		// The same shared-tree guard as every other grant: an XDG config
+		// home of "/" must not turn this into a grant of "/git/config".
+		if SharedTreeGuard(c, home, "", nil) != nil {
+			continue
+		}
 		out = append(out, c)
 	}
 	return out

@@ -63,14 +63,20 @@ func Probe(depth ProbeDepth, env []string) HostReport {
 	h.Bwrap = bw
 	switch {
 	case depth == ProbeStatic:
-		h.BwrapVersion, h.Overlay = bwrapVersionStatic(bw)
+		// Overlay support is claimed only once a real overlay was mounted;
+		// a one-shot command uses the private redirect instead.
+		h.BwrapVersion, _ = bwrapVersionStatic(bw)
 		h.UserNS, h.UserNSDeferred = true, true
+		return h
 	case depth == ProbeQuick && !lsmRestrictsUserns():
 		h.BwrapVersion, h.Overlay = bwrapVersionStatic(bw)
 		h.UserNS, h.UserNSError = quickUserns()
 	default:
 		h.BwrapVersion, h.Overlay = bwrapVersion(bw)
 		h.UserNS, h.UserNSError = fullUserns(bw)
+	}
+	if h.Overlay && h.UserNS {
+		h.Overlay = overlayWorks(bw)
 	}
 	return h
 }
@@ -163,6 +169,24 @@ func fullUserns(bw string) (bool, string) {
 		return false, firstLine(msg)
 	}
 	return true, ""
+}
+
+// overlayWorks mounts a real read-real, write-private overlay the way a
+// cache is served; an unprivileged overlay can still be refused by the
+// kernel or the filesystem.
+func overlayWorks(bw string) bool {
+	dir, err := os.MkdirTemp("", "evener-overlay-probe-")
+	if err != nil {
+		return false
+	}
+	defer os.RemoveAll(dir)
+	_, err = probeOutput(bw, "--unshare-user", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
+		"--overlay-src", dir, "--tmp-overlay", dir, "--", "sh", "-c", "echo x > \"$0\"/probe", dir)
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(dir, "probe"))
+	return os.IsNotExist(err) // the write stayed in the private layer
 }
 
 // quickUserns creates a user namespace for a trivial child: the kernel check
