@@ -113,7 +113,12 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 				l.SystemRoots = append(l.SystemRoots, Entry{Path: r, Kind: k, Target: t})
 			}
 		}
-		deny := append(p.Denylist(), SystemSecrets...)
+		// Every spelling of every denied path: a ~/.gitconfig linked into a
+		// masked directory reached through its own symlink is still denied.
+		var deny []string
+		for _, d := range append(p.Denylist(), SystemSecrets...) {
+			deny = append(deny, resolvedSpellings(d)...)
+		}
 		for _, g := range p.GlobalGitConfig() {
 			// Re-checked at spawn: still a regular file, and not a spelling of
 			// something on the denylist.

@@ -163,7 +163,13 @@ func (s *Session) Prepare(c Command) (*Prepared, error) {
 	args = append(args, plan.Args()...)
 	args = append(args, "--chdir", dir, "--")
 	args = append(args, c.Args...)
-	env := EnvFloor(p.env, s.envPass, p.Mode(), over, p.WriteRoots())
+	// KUBECONFIG survives only inside a granted root: the worktree and the
+	// extra roots in every mode.
+	granted := []string{p.Workdir()}
+	if p.Mode() != ModeRestricted {
+		granted = append(granted, p.AddDirs()...)
+	}
+	env := EnvFloor(p.env, s.envPass, p.Mode(), over, granted)
 	return &Prepared{Path: p.host.Bwrap, Args: args, Env: env, Dir: dir, Plan: plan, Sandboxed: true}, nil
 }
 
@@ -224,6 +230,7 @@ func (s *Session) Run(ctx context.Context, c Command) (Result, error) {
 
 type spawnFiles struct {
 	seccompR, infoR, infoW, blockR, blockW *os.File
+	cgroup                                 string // pids cgroup of a root server's spawn
 }
 
 func (f *spawnFiles) closeChildEnds() {
@@ -252,6 +259,15 @@ func (s *Session) sandboxFiles() (*spawnFiles, error) {
 	}
 	if f.blockR, f.blockW, err = os.Pipe(); err != nil {
 		return nil, err
+	}
+	if s.p.host.RunAsRoot {
+		// RLIMIT_NPROC does not bind host uid 0; a pids cgroup does.
+		// Where no pids controller can be used (a container with a
+		// read-only cgroupfs, say) the spawn goes ahead without a process
+		// cap; the probe reports it as "process limit: none".
+		if f.cgroup, err = newPidsCgroup(s.p.Limits().Procs); err != nil {
+			f.cgroup = ""
+		}
 	}
 	return f, nil
 }
@@ -283,7 +299,10 @@ func (s *Session) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles, onStar
 
 	if f != nil {
 		f.closeChildEnds()
-		pid, err := s.release(f, onStart)
+		if f.cgroup != "" {
+			defer removePidsCgroup(f.cgroup)
+		}
+		pid, err := s.release(cmd.Process.Pid, f, onStart)
 		if err != nil {
 			// Kill before the block pipe closes: bwrap treats EOF on it as
 			// the go-ahead.
@@ -326,7 +345,7 @@ func (s *Session) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles, onStar
 // release reads bubblewrap's info (the sandbox init's host pid), applies the
 // resource limits to it before it execs the command, then lets it go. The
 // caller closes the block pipe, after killing the spawn if release failed.
-func (s *Session) release(f *spawnFiles, onStart func()) (int, error) {
+func (s *Session) release(bwrapPID int, f *spawnFiles, onStart func()) (int, error) {
 	// bwrap writes the rest of its info later; a closed pipe would kill it
 	// with SIGPIPE, so the rest is drained and dropped.
 	defer func() {
@@ -361,6 +380,12 @@ func (s *Session) release(f *spawnFiles, onStart func()) (int, error) {
 		rl := unix.Rlimit{Cur: v, Max: v}
 		if err := unix.Prlimit(info.ChildPID, r.res, &rl, nil); err != nil {
 			return info.ChildPID, fmt.Errorf("%w: set resource limit %d: %v", ErrSandboxSetup, r.res, err)
+		}
+	}
+	if f.cgroup != "" {
+		// bwrap itself and the held init: every later fork lands inside.
+		if err := joinPidsCgroup(f.cgroup, bwrapPID, info.ChildPID); err != nil {
+			return info.ChildPID, fmt.Errorf("%w: %v", ErrSandboxSetup, err)
 		}
 	}
 	if onStart != nil {

@@ -187,6 +187,12 @@ func Plan(p *Policy, l Layout) MountPlan {
 	for _, e := range l.Proc {
 		add(maskFor(e, "procfs entry leaking host kernel state"))
 	}
+	// The sandbox's init is bubblewrap itself, same uid and dumpable: its
+	// memory must not be readable or writable by the command (ptrace is
+	// refused by seccomp, but /proc/<pid>/mem is a file).
+	for _, m := range []string{"/proc/1/mem", "/proc/1/task/1/mem"} {
+		add(Mount{Kind: MountMaskFile, Dst: m, Why: "the sandbox init's memory"})
+	}
 	// Kernel uid 0 passes the owner check on global sysctls and on files
 	// like sysrq-trigger even without capabilities: a server started by root
 	// must not reach them, so the whole procfs is read-only.

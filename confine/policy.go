@@ -211,17 +211,17 @@ func Resolve(spec Spec, host HostReport) (*Policy, error) {
 			p.addDirs = append(p.addDirs, cd)
 		}
 	}
-	if err := SharedTreeGuard(wd, p.home, "", tempRoots(spec.Env)); err != nil && p.mode != ModeOff {
-		// The worktree itself may not be a shared tree either: binding the
-		// home directory writable would unmask nothing but expose everything.
-		return nil, fmt.Errorf("workdir: %w", err)
-	}
 	p.deny = DefaultDenylist(p.home, p.xdgConf)
 	for _, d := range spec.ExtraDeny {
 		if !filepath.IsAbs(d) {
 			return nil, fmt.Errorf("deny path %q is not absolute", d)
 		}
 		p.deny = append(p.deny, filepath.Clean(d))
+	}
+	if p.mode != ModeOff {
+		if err := p.checkWorkdir(); err != nil {
+			return nil, err
+		}
 	}
 	p.scratchR = spec.ScratchRoot
 	p.gitConf = GlobalGitConfigFiles(p.home, p.xdgConf)
@@ -235,18 +235,40 @@ func Resolve(spec Spec, host HostReport) (*Policy, error) {
 			p.mode = ModeOff
 		}
 	}
+	p.setBackend()
+	return p, nil
+}
+
+// checkWorkdir refuses a worktree that is a shared tree (binding HOME
+// writable would expose everything) or lies inside a denylisted path.
+func (p *Policy) checkWorkdir() error {
+	if err := SharedTreeGuard(p.workdir, p.home, "", tempRoots(p.env)); err != nil {
+		return fmt.Errorf("workdir: %w", err)
+	}
+	for _, d := range p.deny {
+		for _, sp := range resolvedSpellings(d) {
+			if Within(p.workdir, sp) {
+				return fmt.Errorf("workdir %s lies inside the denylisted %s", p.workdir, d)
+			}
+		}
+	}
+	return nil
+}
+
+// setBackend derives the backend and cache strategy from the mode.
+func (p *Policy) setBackend() {
+	p.backend = "bwrap"
 	switch {
 	case p.mode == ModeOff:
 		p.backend = "none"
 		p.cache = CacheHost
 	case p.mode == ModeReadOnly:
 		p.cache = CacheNone
-	case p.mode == ModeWorkspaceWrite && host.Overlay:
+	case p.mode == ModeWorkspaceWrite && p.host.Overlay:
 		p.cache = CacheOverlay
 	default:
 		p.cache = CachePrivate
 	}
-	return p, nil
 }
 
 // Narrow returns a copy of p confined further: a stricter mode, the network
@@ -256,6 +278,9 @@ func (p *Policy) Narrow(mode Mode, network Network, extraDeny []string) (*Policy
 	q.addDirs = slices.Clone(p.addDirs)
 	q.deny = slices.Clone(p.deny)
 	if mode != "" && mode != p.mode {
+		if _, err := ParseMode(string(mode)); err != nil {
+			return nil, err
+		}
 		if !mode.NoWiderThan(p.mode) {
 			return nil, fmt.Errorf("cannot narrow sandbox %s to %s: it would grant more", p.mode, mode)
 		}
@@ -263,16 +288,18 @@ func (p *Policy) Narrow(mode Mode, network Network, extraDeny []string) (*Policy
 			return nil, fmt.Errorf("%w: --sandbox %s: %s", ErrUnenforceable, mode, p.host.Unusable())
 		}
 		q.mode = mode
-		q.backend = "bwrap"
-		switch mode {
-		case ModeReadOnly:
-			q.cache = CacheNone
-		case ModeRestricted:
-			q.cache = CachePrivate
+		q.degraded = ""
+		q.setBackend()
+		if err := q.checkWorkdir(); err != nil {
+			return nil, err
 		}
 	}
-	if network == NetworkOff {
+	switch network {
+	case "", p.network:
+	case NetworkOff:
 		q.network = NetworkOff
+	default:
+		return nil, fmt.Errorf("cannot narrow --sandbox-net %s to %s: it would grant more", p.network, network)
 	}
 	for _, d := range extraDeny {
 		if !filepath.IsAbs(d) {

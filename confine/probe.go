@@ -34,6 +34,10 @@ type HostReport struct {
 	// RunAsRoot records that the server runs as kernel uid 0, which the
 	// sandbox answers with a dropped capability set, seccomp and procfs masks.
 	RunAsRoot bool `json:"run_as_root"`
+	// ProcessLimit says how the process count of a sandbox is capped:
+	// "rlimit" (RLIMIT_NPROC, unprivileged servers), "pids cgroup" (root
+	// servers, for which the kernel ignores RLIMIT_NPROC), or "none: why".
+	ProcessLimit string `json:"process_limit"`
 	// InstallHint names the missing package, when one is missing.
 	InstallHint string `json:"install_hint,omitempty"`
 	// Microvm is always false: no microVM runtime is supported.

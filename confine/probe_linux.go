@@ -49,6 +49,13 @@ func Probe(depth ProbeDepth, env []string) HostReport {
 		h.Kernel = unix.ByteSliceToString(u.Release[:])
 	}
 	h.Landlock = landlockABI()
+	h.ProcessLimit = "rlimit"
+	if h.RunAsRoot {
+		h.ProcessLimit = "pids cgroup"
+		if _, err := PidsCgroup(); err != nil {
+			h.ProcessLimit = "none: " + err.Error()
+		}
+	}
 	if _, err := SeccompProgram(); err != nil {
 		h.SeccompError = err.Error()
 	} else {

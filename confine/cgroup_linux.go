@@ -1,0 +1,130 @@
+package confine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The kernel never applies RLIMIT_NPROC to processes of host uid 0, and a
+// sandbox started by a root server still runs as host uid 0. For such a
+// server the process limit is a pids cgroup per spawn instead: the sandbox's
+// init is moved into it while bubblewrap holds it on the block descriptor,
+// so every process the command ever forks is counted.
+
+// pidsController is where a pids cgroup can be created, or nil.
+type pidsController struct {
+	dir string // parent directory of the per-spawn cgroups
+}
+
+var (
+	pidsOnce sync.Once
+	pidsCtl  *pidsController
+	pidsErr  error
+	pidsSeq  atomic.Uint64
+)
+
+// PidsCgroup reports whether per-spawn pids cgroups are available (root
+// servers only) and, when not, why.
+func PidsCgroup() (string, error) {
+	pidsOnce.Do(func() { pidsCtl, pidsErr = findPidsController() })
+	if pidsErr != nil {
+		return "", pidsErr
+	}
+	return pidsCtl.dir, nil
+}
+
+func findPidsController() (*pidsController, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("not root: RLIMIT_NPROC applies")
+	}
+	// cgroup v1 with a pids hierarchy.
+	v1 := "/sys/fs/cgroup/pids"
+	if isFS(v1, unix.CGROUP_SUPER_MAGIC) {
+		return prepare(filepath.Join(v1, "evener-mcp"), false)
+	}
+	// cgroup v2: the unified hierarchy, wherever it is mounted.
+	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		if !isFS(root, unix.CGROUP2_SUPER_MAGIC) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
+		if err != nil || !strings.Contains(" "+string(b)+" ", " pids") {
+			continue
+		}
+		if err := enable(root); err != nil {
+			return nil, err
+		}
+		return prepare(filepath.Join(root, "evener-mcp"), true)
+	}
+	return nil, errors.New("no pids cgroup controller mounted")
+}
+
+func isFS(p string, magic int64) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(p, &st) == nil && int64(st.Type) == magic
+}
+
+func enable(dir string) error {
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+pids"), 0); err != nil {
+		return fmt.Errorf("enable pids in %s: %w", dir, err)
+	}
+	return nil
+}
+
+func prepare(dir string, v2 bool) (*pidsController, error) {
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	if v2 {
+		if err := enable(dir); err != nil {
+			return nil, err
+		}
+	}
+	return &pidsController{dir: dir}, nil
+}
+
+// newPidsCgroup creates one spawn's cgroup limited to max processes.
+func newPidsCgroup(max int64) (string, error) {
+	parent, err := PidsCgroup()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(parent, fmt.Sprintf("%d-%d", os.Getpid(), pidsSeq.Add(1)))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create pids cgroup: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.FormatInt(max, 10)), 0); err != nil {
+		removePidsCgroup(dir)
+		return "", fmt.Errorf("set pids.max: %w", err)
+	}
+	return dir, nil
+}
+
+func joinPidsCgroup(dir string, pids ...int) error {
+	for _, pid := range pids {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("move %d into the pids cgroup: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// removePidsCgroup removes a spawn's cgroup once its processes are gone
+// (the kernel may take a moment to release the last exited task).
+func removePidsCgroup(dir string) {
+	for i := 0; i < 50; i++ {
+		if err := unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
