@@ -71,8 +71,8 @@ func Probe(depth ProbeDepth, env []string) HostReport {
 	switch {
 	case depth == ProbeStatic:
 		// Overlay support is claimed only once a real overlay was mounted;
-		// a one-shot command uses the private redirect instead.
-		h.BwrapVersion, _ = bwrapVersionStatic(bw)
+		// a one-shot command uses the private redirect instead, and needs
+		// no version.
 		h.UserNS, h.UserNSDeferred = true, true
 		return h
 	case depth == ProbeQuick && !lsmRestrictsUserns():

@@ -269,3 +269,33 @@ echo x >> file.txt && git commit -qam via-global && echo COMMITTED`
 		}
 	})
 }
+
+// TestPlantedSymlinksBetweenCalls: one call leaves symlinks where the next
+// call's mount plan looks (git metadata directories it would bind or pin);
+// the next call must refuse rather than bind through them, and nothing the
+// links point at is exposed.
+func TestPlantedSymlinksBetweenCalls(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		for _, plant := range []string{".git/worktrees", ".git/modules", ".git/worktrees/evil"} {
+			t.Run(strings.ReplaceAll(plant, "/", "_"), func(t *testing.T) {
+				e := newEnv(t, id)
+				initRepo(t, e.work)
+				seedSecrets(t, e)
+				first := e.sh(t, "workspace-write", fmt.Sprintf("mkdir -p %s && ln -s %s %s && echo PLANTED", q(e.work, filepath.Dir(plant)), q(e.home, ".ssh"), q(e.work, plant)))
+				if !strings.Contains(first.stdout, "PLANTED") {
+					t.Fatalf("could not plant the link (the case would pass for the wrong reason):\n%s", first)
+				}
+				second := e.sh(t, "workspace-write", "cat "+q(e.home, ".ssh", "id_rsa")+" "+q(e.work, plant, "id_rsa")+" 2>&1; echo DONE")
+				if strings.Contains(second.stdout, secretOf(".ssh/id_rsa")) {
+					t.Fatalf("the planted link exposed a secret:\n%s", second)
+				}
+				if second.code != 125 || !strings.Contains(second.stderr, "symlink") {
+					t.Errorf("the next call must refuse, naming the symlink:\n%s", second)
+				}
+				if _, err := os.Stat(filepath.Join(e.home, ".ssh", "id_rsa")); err != nil {
+					t.Errorf("the secret was touched: %v", err)
+				}
+			})
+		}
+	})
+}
