@@ -18,12 +18,10 @@ import (
 //
 //	go test ./integration/ -run '^$' -bench ExecVsBwrap -benchtime 300x
 func BenchmarkExecVsBwrap(b *testing.B) {
-	t := &testing.T{}
-	for _, id := range identitiesB(b) {
+	for _, id := range identities(b) {
 		b.Run(id.name, func(b *testing.B) {
-			e := newEnv(t, id)
-			e.chown(t)
-			defer forceRemove(e.root)
+			e := newEnv(b, id)
+			e.chown(b)
 			bwrap, err := exec.LookPath("bwrap")
 			if err != nil {
 				b.Skip("bwrap not installed")
@@ -66,9 +64,4 @@ func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-func identitiesB(b *testing.B) []runAs {
-	t := &testing.T{}
-	return identities(t)
 }

@@ -75,7 +75,7 @@ type runAs struct {
 // identities returns root and the unprivileged test user when the suite
 // runs as root, else only the current user (the root half is then skipped,
 // and says so).
-func identities(t *testing.T) []runAs {
+func identities(t testing.TB) []runAs {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Log("not running as root: the root half of each case is skipped")
@@ -112,7 +112,7 @@ type env struct {
 }
 
 // newEnv lays out a fixture owned by id.
-func newEnv(t *testing.T, id runAs) *env {
+func newEnv(t testing.TB, id runAs) *env {
 	t.Helper()
 	root, err := os.MkdirTemp(baseDir, "t-")
 	if err != nil {
@@ -130,7 +130,7 @@ func newEnv(t *testing.T, id runAs) *env {
 }
 
 // chown hands the fixture to the identity (after the test wrote it as root).
-func (e *env) chown(t *testing.T) {
+func (e *env) chown(t testing.TB) {
 	t.Helper()
 	if e.id.root || os.Geteuid() != 0 {
 		return
@@ -173,21 +173,8 @@ func (e *env) runIn(t *testing.T, dir string, stdin []byte, args ...string) resu
 		cmd = exec.CommandContext(ctx, e.prefix[0], append(append(e.prefix[1:len(e.prefix):len(e.prefix)], binPath), args...)...)
 	}
 	cmd.Dir = dir
-	cmd.Env = append([]string{
-		"HOME=" + e.home,
-		"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
-		"LANG=C.UTF-8",
-		"USER=" + e.id.name,
-		// XDG directories inside the fake home so nothing real is read.
-		"XDG_CONFIG_HOME=" + filepath.Join(e.home, ".config"),
-		"XDG_STATE_HOME=" + filepath.Join(e.home, ".local", "state"),
-		"TMPDIR=" + filepath.Join(e.root, "tmp"),
-	}, e.extra...)
-	if err := os.MkdirAll(filepath.Join(e.root, "tmp"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	cmd.Env = e.serverEnv(t)
 	if !e.id.root && os.Geteuid() == 0 {
-		_ = os.Chown(filepath.Join(e.root, "tmp"), e.id.uid, e.id.gid)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(e.id.uid), Gid: uint32(e.id.gid)}}
 	}
 	var so, se bytes.Buffer
@@ -207,6 +194,29 @@ func (e *env) runIn(t *testing.T, dir string, stdin []byte, args ...string) resu
 	return r
 }
 
+// serverEnv is the environment the server starts with: HOME at the fake
+// home, XDG directories inside it so nothing real is read, a TMPDIR owned by
+// the identity, then e.extra (a later entry wins).
+func (e *env) serverEnv(t testing.TB) []string {
+	t.Helper()
+	tmp := filepath.Join(e.root, "tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !e.id.root && os.Geteuid() == 0 {
+		_ = os.Chown(tmp, e.id.uid, e.id.gid)
+	}
+	return append([]string{
+		"HOME=" + e.home,
+		"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+		"LANG=C.UTF-8",
+		"USER=" + e.id.name,
+		"XDG_CONFIG_HOME=" + filepath.Join(e.home, ".config"),
+		"XDG_STATE_HOME=" + filepath.Join(e.home, ".local", "state"),
+		"TMPDIR=" + tmp,
+	}, e.extra...)
+}
+
 // sh runs a shell script under `exec` in the given mode with the network off.
 func (e *env) sh(t *testing.T, mode, script string, flags ...string) result {
 	t.Helper()
@@ -215,14 +225,14 @@ func (e *env) sh(t *testing.T, mode, script string, flags ...string) result {
 	return e.run(t, args...)
 }
 
-func mustMkdir(t *testing.T, d string) {
+func mustMkdir(t testing.TB, d string) {
 	t.Helper()
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func writeFile(t *testing.T, p, content string) {
+func writeFile(t testing.TB, p, content string) {
 	t.Helper()
 	mustMkdir(t, filepath.Dir(p))
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {

@@ -179,27 +179,6 @@ type thrRunning struct {
 	start  time.Time
 }
 
-// thrServerEnv is the harness's server environment (runIn), with e.extra.
-func thrServerEnv(t *testing.T, e *env) []string {
-	t.Helper()
-	tmp := filepath.Join(e.root, "tmp")
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if !e.id.root && os.Geteuid() == 0 {
-		_ = os.Chown(tmp, e.id.uid, e.id.gid)
-	}
-	return append([]string{
-		"HOME=" + e.home,
-		"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
-		"LANG=C.UTF-8",
-		"USER=" + e.id.name,
-		"XDG_CONFIG_HOME=" + filepath.Join(e.home, ".config"),
-		"XDG_STATE_HOME=" + filepath.Join(e.home, ".local", "state"),
-		"TMPDIR=" + tmp,
-	}, e.extra...)
-}
-
 // thrStart starts the binary (or, with o.direct, args themselves) as the
 // fixture's identity in the worktree.
 func thrStart(t *testing.T, e *env, o thrSpawnOpts, args ...string) *thrRunning {
@@ -213,7 +192,7 @@ func thrStart(t *testing.T, e *env, o thrSpawnOpts, args ...string) *thrRunning 
 		cmd = exec.CommandContext(ctx, binPath, args...)
 	}
 	cmd.Dir = e.work
-	cmd.Env = thrServerEnv(t, e)
+	cmd.Env = e.serverEnv(t)
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	if !e.id.root && os.Geteuid() == 0 {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(e.id.uid), Gid: uint32(e.id.gid)}
