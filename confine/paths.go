@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // DefaultDenylist is spec 000's credential denylist resolved against home,
@@ -122,17 +123,28 @@ func SharedTreeGuard(candidate, home, worktree string, temps []string) error {
 		}
 	}
 	// The same directory as an entry directly under / (say /var reached
-	// through a deeper symlink) is refused too.
-	if fi, err := os.Stat(candidate); err == nil {
-		ents, _ := os.ReadDir("/")
-		for _, e := range ents {
-			if ti, err := os.Stat("/" + e.Name()); err == nil && os.SameFile(fi, ti) {
-				return fmt.Errorf("%w: %s is the directory /%s", ErrSharedTree, candidate, e.Name())
+	// through a deeper symlink, or bind-mounted elsewhere) is refused too.
+	if fi, err := os.Stat(candidate); err == nil && fi.IsDir() {
+		for name, ti := range topLevelDirs() {
+			if os.SameFile(fi, ti) {
+				return fmt.Errorf("%w: %s is the directory /%s", ErrSharedTree, candidate, name)
 			}
 		}
 	}
 	return nil
 }
+
+// topLevelDirs are the directories directly under /, read once.
+var topLevelDirs = sync.OnceValue(func() map[string]os.FileInfo {
+	out := map[string]os.FileInfo{}
+	ents, _ := os.ReadDir("/")
+	for _, e := range ents {
+		if ti, err := os.Stat("/" + e.Name()); err == nil && ti.IsDir() {
+			out[e.Name()] = ti
+		}
+	}
+	return out
+})
 
 func resolvedSpellings(p string) []string {
 	out := []string{filepath.Clean(p)}

@@ -3,6 +3,14 @@
 //
 // main only parses flags, loads the configuration and hands it to one run
 // function per subcommand.
+//
+// The two go:debug lines turn off the runtime's cgroup-aware GOMAXPROCS:
+// reading the cgroup files and the mount table at every start costs a
+// one-shot `exec` more than it could ever gain, and the server's work is
+// waiting on sandboxes, not computing.
+//
+//go:debug containermaxprocs=0
+//go:debug updatemaxprocs=0
 package main
 
 import (
