@@ -373,3 +373,15 @@ func tempRoots(env []string) []string {
 	}
 	return roots
 }
+
+// FileToolsReadOnly returns a copy of p carrying the read-only rules, for
+// the in-process file layer alone: where no backend can confine a
+// delegate's shell, its file tools still keep the read-only write boundary
+// (spec 000, the implicit delegate floor). It must never reach a launcher.
+func (p *Policy) FileToolsReadOnly() *Policy {
+	q := *p
+	q.mode = ModeReadOnly
+	q.cache = CacheNone
+	q.backend = "none"
+	return &q
+}

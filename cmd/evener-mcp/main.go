@@ -38,8 +38,10 @@ func run(args []string) int {
 		return runExec(args)
 	case "probe":
 		return runProbe(args)
-	case "", "serve":
-		fmt.Fprintln(os.Stderr, "evener-mcp: the MCP server (stdio and serve) is not built yet; available now: exec, probe")
+	case "":
+		return runStdio(args)
+	case "serve":
+		fmt.Fprintln(os.Stderr, "evener-mcp: serve (Streamable HTTP) is not built yet; run without a subcommand for stdio")
 		return exitUsage
 	case "help", "-h", "--help":
 		usage()
@@ -52,6 +54,7 @@ func run(args []string) int {
 
 func usage() {
 	fmt.Fprint(os.Stderr, `usage:
+  evener-mcp [flags]                        MCP over stdio (what an mcpServers entry runs)
   evener-mcp exec [flags] -- CMD [ARG...]   run one command under the policy; exit with its code
   evener-mcp probe [flags]                  print the host report and the resolved policy
 flags:

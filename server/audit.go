@@ -1,0 +1,92 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/tools"
+)
+
+// Audit appends one JSON line per decision to audit.jsonl in the state
+// directory, under spec 000's redaction contract: the mode, the tool, a
+// redacted path (its base name) and a truncated command; never file
+// contents, never a full path of a secret.
+type Audit struct {
+	mu      sync.Mutex
+	f       *os.File
+	session string
+	mode    confine.Mode
+}
+
+type auditRecord struct {
+	Time       string `json:"time"`
+	Session    string `json:"session"`
+	Tool       string `json:"tool"`
+	Mode       string `json:"mode"`
+	Decision   string `json:"decision"`
+	Rule       string `json:"rule,omitempty"`
+	Path       string `json:"path,omitempty"`
+	Command    string `json:"command,omitempty"`
+	ExitCode   *int   `json:"exit_code,omitempty"`
+	TimedOut   bool   `json:"timed_out,omitempty"`
+	Violations int    `json:"violations,omitempty"`
+}
+
+// OpenAudit opens (creating, mode 0600) the audit log in stateDir.
+func OpenAudit(stateDir, session string, mode confine.Mode) (*Audit, error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(stateDir, "audit.jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	return &Audit{f: f, session: session, mode: mode}, nil
+}
+
+func (a *Audit) write(r auditRecord) {
+	if a == nil {
+		return
+	}
+	r.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	r.Session = a.session
+	r.Mode = string(a.mode)
+	b, err := json.Marshal(r)
+	if err != nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, _ = a.f.Write(append(b, '\n'))
+}
+
+// Denied records a file-tool refusal.
+func (a *Audit) Denied(tool string, d *confine.Denial) {
+	a.write(auditRecord{Tool: tool, Decision: "denied", Rule: d.Rule, Path: d.Base})
+}
+
+// Shell records a shell call.
+func (a *Audit) Shell(command string, res confine.Result, v []tools.Violation) {
+	code := res.ExitCode
+	a.write(auditRecord{Tool: "shell", Decision: "ran", Command: truncate(command, 200), ExitCode: &code, TimedOut: res.TimedOut, Violations: len(v)})
+}
+
+// Close closes the log.
+func (a *Audit) Close() error {
+	if a == nil {
+		return nil
+	}
+	return a.f.Close()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

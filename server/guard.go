@@ -1,0 +1,184 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"unicode/utf8"
+)
+
+// MaxMessageBytes bounds one JSON-RPC message read from stdio; a larger one
+// is discarded as it streams in (memory stays bounded) and answered with an
+// error.
+const MaxMessageBytes = 16 << 20
+
+// maxDepth bounds nesting in a message.
+const maxDepth = 64
+
+// guardedReader sits between stdin and mcp-go: each line is checked before
+// the protocol library decodes it. Go's decoder keeps the last of duplicate
+// keys and folds case, so {"path":"a","path":"/root/.ssh/x"} would reach a
+// handler as whatever the library chose; here such a message, an oversized
+// one, invalid UTF-8 or absurd nesting is answered with a JSON-RPC error and
+// never passed on. The server keeps serving either way.
+type guardedReader struct {
+	in  *bufio.Reader
+	out *syncWriter
+	buf bytes.Buffer // what is ready to hand to mcp-go
+}
+
+func newGuardedReader(r io.Reader, w *syncWriter) *guardedReader {
+	return &guardedReader{in: bufio.NewReaderSize(r, 64<<10), out: w}
+}
+
+func (g *guardedReader) Read(p []byte) (int, error) {
+	for g.buf.Len() == 0 {
+		line, tooBig, err := g.readLine()
+		if len(line) > 0 || tooBig {
+			if msg := g.check(line, tooBig); msg == "" {
+				g.buf.Write(line)
+				g.buf.WriteByte('\n')
+			} else {
+				g.reject(line, msg)
+			}
+		}
+		if err != nil {
+			if g.buf.Len() > 0 {
+				break
+			}
+			return 0, err
+		}
+	}
+	return g.buf.Read(p)
+}
+
+// readLine reads one line, keeping at most MaxMessageBytes of it.
+func (g *guardedReader) readLine() ([]byte, bool, error) {
+	var line []byte
+	tooBig := false
+	for {
+		chunk, err := g.in.ReadSlice('\n')
+		if !tooBig {
+			if len(line)+len(chunk) > MaxMessageBytes {
+				tooBig = true
+				line = line[:min(len(line), 4096)] // keep a prefix to find the id
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return bytes.TrimRight(line, "\r\n"), tooBig, err
+	}
+}
+
+// check returns why a message is refused, or "".
+func (g *guardedReader) check(line []byte, tooBig bool) string {
+	if tooBig {
+		return fmt.Sprintf("message larger than %d bytes", MaxMessageBytes)
+	}
+	if len(bytes.TrimSpace(line)) == 0 {
+		return ""
+	}
+	if !utf8.Valid(line) {
+		return "message is not valid UTF-8"
+	}
+	if err := checkJSON(line); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// checkJSON walks the message token by token: duplicate keys (compared
+// exactly: no case folding) and nesting deeper than maxDepth are refused.
+// Syntax errors are left to the protocol library, which answers them.
+func checkJSON(line []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	type frame struct {
+		obj     bool
+		keys    map[string]bool
+		wantKey bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return nil
+		}
+		top := (*frame)(nil)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				if len(stack) >= maxDepth {
+					return fmt.Errorf("message nested deeper than %d levels", maxDepth)
+				}
+				if top != nil && top.obj {
+					top.wantKey = true
+				}
+				stack = append(stack, &frame{obj: t == '{', keys: map[string]bool{}, wantKey: t == '{'})
+			case '}', ']':
+				stack = stack[:len(stack)-1]
+			}
+		case string:
+			if top != nil && top.obj && top.wantKey {
+				if top.keys[t] {
+					return fmt.Errorf("duplicate key %q in a JSON object", t)
+				}
+				top.keys[t] = true
+				top.wantKey = false
+				continue
+			}
+			if top != nil && top.obj {
+				top.wantKey = true
+			}
+		default:
+			if top != nil && top.obj {
+				top.wantKey = true
+			}
+		}
+	}
+}
+
+// reject answers a refused message with -32600 (invalid request), echoing
+// its id when one can be read.
+func (g *guardedReader) reject(line []byte, msg string) {
+	var probe struct {
+		ID json.RawMessage `json:"id"`
+	}
+	_ = json.Unmarshal(line, &probe)
+	id := json.RawMessage("null")
+	if len(probe.ID) > 0 && len(probe.ID) < 200 {
+		id = probe.ID
+	}
+	resp, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"id":      id,
+		"error":   map[string]any{"code": -32600, "message": "invalid request: " + msg},
+	})
+	_, _ = g.out.Write(append(resp, '\n'))
+}
+
+// syncWriter serialises whole-message writes from mcp-go and the guard.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}

@@ -1,0 +1,129 @@
+package tools
+
+import (
+	"io"
+	"path"
+	"strings"
+
+	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/tools/internal/search"
+)
+
+// dirFS presents a confine.Dir tree to the search engines. Every step goes
+// through the held root handle one component at a time, so a walk never
+// follows a symlink and never leaves the tree; opened directories are kept
+// (bounded) for the length of one search.
+type dirFS struct {
+	root  *confine.Dir
+	cache map[string]*confine.Dir
+}
+
+const dirFSCache = 256
+
+func newDirFS(root *confine.Dir) *dirFS {
+	return &dirFS{root: root, cache: map[string]*confine.Dir{}}
+}
+
+func (f *dirFS) close() {
+	for _, d := range f.cache {
+		d.Close()
+	}
+	f.root.Close()
+}
+
+func (f *dirFS) dir(rel string) (*confine.Dir, error) {
+	rel = path.Clean(rel)
+	if rel == "." || rel == "" {
+		return f.root, nil
+	}
+	if d, ok := f.cache[rel]; ok {
+		return d, nil
+	}
+	parent, err := f.dir(path.Dir(rel))
+	if err != nil {
+		return nil, err
+	}
+	d, err := parent.OpenDir(path.Base(rel))
+	if err != nil {
+		return nil, err
+	}
+	if len(f.cache) >= dirFSCache {
+		for k, v := range f.cache {
+			if !strings.HasPrefix(rel, k+"/") {
+				v.Close()
+				delete(f.cache, k)
+			}
+		}
+	}
+	f.cache[rel] = d
+	return d, nil
+}
+
+func (f *dirFS) ReadDir(rel string, max int) ([]search.Entry, bool, error) {
+	d, err := f.dir(rel)
+	if err != nil {
+		return nil, false, err
+	}
+	ents, truncated, err := d.Entries(max)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]search.Entry, 0, len(ents))
+	for _, e := range ents {
+		k := search.Other
+		switch e.Kind {
+		case confine.PathFile:
+			k = search.File
+		case confine.PathDir:
+			k = search.Dir
+		case confine.PathSymlink:
+			k = search.Symlink
+		}
+		out = append(out, search.Entry{Name: e.Name, Kind: k, Size: e.Size})
+	}
+	return out, truncated, nil
+}
+
+func (f *dirFS) Open(rel string) (io.ReadCloser, error) {
+	d, err := f.dir(path.Dir(path.Clean(rel)))
+	if err != nil {
+		return nil, err
+	}
+	return d.OpenFile(path.Base(rel))
+}
+
+// searchRoot opens the directory a glob or grep starts from: p itself when
+// it is a directory, else its parent (and the file's name is returned).
+func searchRoot(d Deps, p string) (*dirFS, string, error) {
+	if p == "" {
+		p = "."
+	}
+	info, err := d.Files.Stat(p)
+	if err != nil {
+		return nil, "", err
+	}
+	if info.IsDir {
+		root, err := d.Files.OpenDir(p)
+		if err != nil {
+			return nil, "", err
+		}
+		return newDirFS(root), "", nil
+	}
+	abs, _, err := d.Files.Resolve(p)
+	if err != nil {
+		return nil, "", err
+	}
+	root, err := d.Files.OpenDir(path.Dir(abs))
+	if err != nil {
+		return nil, "", err
+	}
+	return newDirFS(root), path.Base(abs), nil
+}
+
+// joinDisplay joins a root's display path and a relative result path.
+func joinDisplay(root, rel string) string {
+	if root == "" || root == "." {
+		return rel
+	}
+	return path.Join(root, rel)
+}

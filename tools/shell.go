@@ -1,0 +1,260 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+type shellArgs struct {
+	Command   string `json:"command"`
+	Workdir   string `json:"workdir,omitempty"`
+	TimeoutMS int64  `json:"timeout_ms,omitempty"`
+}
+
+// ShellResult is shell's structured result.
+type ShellResult struct {
+	ExitCode   int         `json:"exit_code"`
+	Output     string      `json:"output"`
+	TimedOut   bool        `json:"timed_out"`
+	Truncated  bool        `json:"truncated"`
+	DurationMS int64       `json:"duration_ms"`
+	Violations []Violation `json:"violations"`
+}
+
+// Violation is spec 002's violation event, attributed to one call: the
+// refused action, its target and the raw line it was read from.
+type Violation struct {
+	Action string `json:"action"`
+	Target string `json:"target"`
+	Raw    string `json:"raw"`
+}
+
+const shellSchema = `{
+  "type": "object",
+  "properties": {
+    "command": {"type": "string", "minLength": 1, "description": "Run with bash -c in a fresh sandbox."},
+    "workdir": {"type": "string", "description": "Working directory, relative to the worktree (default: the worktree)."},
+    "timeout_ms": {"type": "integer", "minimum": 1, "description": "Kill the whole process tree after this many milliseconds."}
+  },
+  "required": ["command"],
+  "additionalProperties": false
+}`
+
+const shellOutputSchema = `{
+  "type": "object",
+  "properties": {
+    "exit_code": {"type": "integer"},
+    "output": {"type": "string"},
+    "timed_out": {"type": "boolean"},
+    "truncated": {"type": "boolean"},
+    "duration_ms": {"type": "integer"},
+    "violations": {"type": "array", "items": {"type": "object", "properties": {
+      "action": {"type": "string"}, "target": {"type": "string"}, "raw": {"type": "string"}},
+      "required": ["action", "target", "raw"]}}
+  },
+  "required": ["exit_code", "output", "timed_out", "truncated", "duration_ms", "violations"]
+}`
+
+// Shell runs a command in a fresh sandbox per call, streaming its output as
+// progress notifications and returning the head and tail of it.
+func Shell(d Deps) server.ServerTool {
+	openWorld := d.Policy.Network() == confine.NetworkOn
+	tool := mcp.NewTool("shell",
+		mcp.WithDescription("Run a bash command in a fresh sandbox ("+string(d.Policy.Mode())+" mode, network "+string(d.Policy.Network())+"). Output is streamed as progress notifications; the result keeps its head and tail."),
+		mcp.WithRawInputSchema([]byte(shellSchema)),
+		mcp.WithRawOutputSchema([]byte(shellOutputSchema)),
+		annotations("Run a shell command", false, true, false, openWorld),
+	)
+	return server.ServerTool{Tool: tool, Handler: handler(d, "shell", func(ctx context.Context, req mcp.CallToolRequest, a shellArgs) (*mcp.CallToolResult, error) {
+		timeout := d.Caps.ShellTimeout
+		if a.TimeoutMS > 0 {
+			timeout = time.Duration(a.TimeoutMS) * time.Millisecond
+		}
+		if timeout > d.Caps.ShellMax {
+			timeout = d.Caps.ShellMax
+		}
+		out := newCapture(d.Caps.ShellOutput, progressSink(ctx, req))
+		res, err := d.Session.Run(ctx, confine.Command{
+			Args:    []string{"bash", "-c", a.Command},
+			Dir:     a.Workdir,
+			Stdout:  out,
+			Stderr:  out,
+			Timeout: timeout,
+		})
+		out.flush()
+		if err != nil {
+			return nil, fmt.Errorf("shell: %w", err)
+		}
+		text, truncated := out.result()
+		viol := attribute(text, d.Policy.Workdir())
+		if d.Audit != nil {
+			d.Audit.Shell(a.Command, res, viol)
+		}
+		sr := ShellResult{ExitCode: res.ExitCode, Output: text, TimedOut: res.TimedOut, Truncated: truncated,
+			DurationMS: res.Duration.Milliseconds(), Violations: viol}
+		summary := fmt.Sprintf("exit %d", res.ExitCode)
+		if res.TimedOut {
+			summary = fmt.Sprintf("timed out after %s; killed the process tree", timeout)
+		}
+		r := mcp.NewToolResultStructured(sr, summary+"\n"+text)
+		return r, nil
+	})}
+}
+
+// capture keeps the head and the tail of a stream up to limit bytes in all,
+// and forwards chunks to a progress sink as they arrive.
+type capture struct {
+	mu       sync.Mutex
+	limit    int
+	head     []byte
+	tail     []byte // ring of the last limit/2 bytes once head is full
+	total    int64
+	sink     func(total int64, chunk string)
+	pending  []byte
+	lastSent time.Time
+}
+
+func newCapture(limit int, sink func(int64, string)) *capture {
+	return &capture{limit: limit, sink: sink}
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.total += int64(len(p))
+	half := c.limit / 2
+	if room := half - len(c.head); room > 0 {
+		n := min(room, len(p))
+		c.head = append(c.head, p[:n]...)
+		c.tailWrite(p[n:], c.limit-half)
+	} else {
+		c.tailWrite(p, c.limit-half)
+	}
+	if c.sink != nil {
+		c.pending = append(c.pending, p...)
+		if len(c.pending) > 64<<10 {
+			c.pending = c.pending[len(c.pending)-64<<10:]
+		}
+		if time.Since(c.lastSent) > 100*time.Millisecond || len(c.pending) > 16<<10 {
+			c.sendLocked()
+		}
+	}
+	return len(p), nil
+}
+
+func (c *capture) tailWrite(p []byte, max int) {
+	c.tail = append(c.tail, p...)
+	if len(c.tail) > max {
+		c.tail = append(c.tail[:0:0], c.tail[len(c.tail)-max:]...)
+	}
+}
+
+func (c *capture) sendLocked() {
+	if len(c.pending) == 0 {
+		return
+	}
+	c.sink(c.total, string(c.pending))
+	c.pending = c.pending[:0]
+	c.lastSent = time.Now()
+}
+
+func (c *capture) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sink != nil {
+		c.sendLocked()
+	}
+}
+
+// result returns the kept output, with a marker where bytes were dropped.
+func (c *capture) result() (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kept := int64(len(c.head) + len(c.tail))
+	if kept >= c.total {
+		return string(c.head) + string(c.tail), false
+	}
+	return fmt.Sprintf("%s\n[... %d bytes of output omitted ...]\n%s", c.head, c.total-kept, c.tail), true
+}
+
+// progressSink sends output chunks as notifications/progress when the
+// client asked for progress on this call.
+func progressSink(ctx context.Context, req mcp.CallToolRequest) func(int64, string) {
+	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
+		return nil
+	}
+	srv := server.ServerFromContext(ctx)
+	if srv == nil {
+		return nil
+	}
+	token := req.Params.Meta.ProgressToken
+	return func(total int64, chunk string) {
+		_ = srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
+			"progressToken": token,
+			"progress":      total,
+			"message":       chunk,
+		})
+	}
+}
+
+var refusals = []struct{ phrase, action string }{
+	{"Read-only file system", "file-write"},
+	{"Device or resource busy", "file-write"},
+	{"Permission denied", "file-access"},
+	{"Operation not permitted", "operation"},
+}
+
+// attribute finds the refusals a command met in its output, best-effort
+// (spec 000: kernel denials are attributed from the command's output): a
+// line ending in one of the kernel's refusal messages names its target just
+// before it ("cat: /x: Permission denied", "mv: cannot move '.git' to '.g':
+// Device or resource busy").
+func attribute(output, workdir string) []Violation {
+	out := []Violation{}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(output, "\n") {
+		line = strings.TrimSpace(line)
+		for _, r := range refusals {
+			i := strings.LastIndex(line, r.phrase)
+			if i < 0 || seen[line] {
+				continue
+			}
+			seen[line] = true
+			left := strings.TrimRight(line[:i], ": ")
+			if j := strings.LastIndex(left, ": "); j >= 0 {
+				left = left[j+2:]
+			}
+			target := left
+			if q := strings.IndexAny(left, "'\"`"); q >= 0 {
+				if e := strings.IndexByte(left[q+1:], left[q]); e >= 0 {
+					target = left[q+1 : q+1+e]
+				}
+			} else if f := strings.Fields(left); len(f) > 0 {
+				target = f[len(f)-1]
+			}
+			if filepath.IsAbs(target) {
+				if rel, err := filepath.Rel(workdir, target); err == nil && !strings.HasPrefix(rel, "..") {
+					target = rel
+				}
+			}
+			raw := line
+			if len(raw) > 300 {
+				raw = raw[:300]
+			}
+			out = append(out, Violation{Action: r.action, Target: target, Raw: raw})
+			if len(out) >= 50 {
+				return out
+			}
+			break
+		}
+	}
+	return out
+}

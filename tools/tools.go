@@ -1,0 +1,163 @@
+// Package tools defines the eight MCP tools evener-mcp publishes. Each tool
+// lives in its own file as a constructor returning a server.ServerTool (the
+// definition and its handler); All is the single registration list.
+//
+// # Rules every tool follows
+//
+//   - Files are reached only through confine.FileAccess and processes are
+//     started only through confine.Session: no tool imports os/exec or opens
+//     a file itself (a test enforces it).
+//   - Failures the model should read are tool results with isError set;
+//     refusals carry a structured denial (tool, mode, path, rule). Go errors
+//     are kept for faults of the server itself.
+//   - Paths in results are workdir-relative where they lie in the workdir,
+//     and messages never echo a host path of a secret.
+//   - Every size is capped with a clear error.
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// Caps bounds what one call may read, write or return.
+type Caps struct {
+	ReadBytes    int64         // a read_file result
+	WriteBytes   int64         // write_file content, an edited file
+	PatchBytes   int64         // an apply_patch patch
+	ShellOutput  int           // head+tail kept of a shell call's output
+	ShellMax     time.Duration // the longest timeout_ms honoured
+	ShellTimeout time.Duration // the default when timeout_ms is absent
+	ListEntries  int           // list_dir entries per directory
+	Results      int           // glob paths / grep matches by default
+}
+
+// DefaultCaps are sized for a model's context.
+var DefaultCaps = Caps{
+	ReadBytes:    10 << 20,
+	WriteBytes:   10 << 20,
+	PatchBytes:   10 << 20,
+	ShellOutput:  1 << 20,
+	ShellMax:     30 * time.Minute,
+	ShellTimeout: 10 * time.Minute,
+	ListEntries:  2000,
+	Results:      500,
+}
+
+// Recorder receives every decision worth auditing. Implementations apply
+// the redaction contract (spec 000): mode, tool, redacted path, truncated
+// command; never file contents, never a full secret path.
+type Recorder interface {
+	Denied(tool string, d *confine.Denial)
+	Shell(command string, res confine.Result, violations []Violation)
+}
+
+// Deps is what the tools stand on; one per session.
+type Deps struct {
+	Policy  *confine.Policy
+	Session *confine.Session
+	Files   *confine.FileAccess
+	Audit   Recorder
+	Caps    Caps
+}
+
+// All returns every tool in the order they are published.
+func All(d Deps) []server.ServerTool {
+	return []server.ServerTool{
+		ReadFile(d), WriteFile(d), EditFile(d), ApplyPatch(d),
+		Glob(d), Grep(d), ListDir(d), Shell(d),
+	}
+}
+
+// Names lists the tool names of All, in order.
+var Names = []string{"read_file", "write_file", "edit_file", "apply_patch", "glob", "grep", "list_dir", "shell"}
+
+// MutationTools are the tools that change the workspace; a session without
+// any of them runs its shell read-only (spec 000, the delegate floor).
+var MutationTools = []string{"write_file", "edit_file", "apply_patch"}
+
+// annotations sets all four hints explicitly: mcp-go presets destructive
+// and open-world to true, which would be wrong for most of these tools.
+func annotations(title string, readOnly, destructive, idempotent, openWorld bool) mcp.ToolOption {
+	return mcp.WithToolAnnotation(mcp.ToolAnnotation{
+		Title:           title,
+		ReadOnlyHint:    mcp.ToBoolPtr(readOnly),
+		DestructiveHint: mcp.ToBoolPtr(destructive),
+		IdempotentHint:  mcp.ToBoolPtr(idempotent),
+		OpenWorldHint:   mcp.ToBoolPtr(openWorld),
+	})
+}
+
+// decodeArgs decodes the call's arguments into v, refusing unknown keys and
+// wrong types (the server also validates against the schema; this is the
+// second wall, and the one that tells the handler).
+func decodeArgs(req mcp.CallToolRequest, v any) error {
+	raw, err := json.Marshal(req.GetRawArguments())
+	if err != nil {
+		return fmt.Errorf("arguments: %w", err)
+	}
+	if string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid arguments: %s", cleanJSONError(err))
+	}
+	return nil
+}
+
+func cleanJSONError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("%q must be %s, not %s", te.Field, te.Type, te.Value)
+	}
+	return err.Error()
+}
+
+// Denial is the structured content of a refusal.
+type Denial struct {
+	Denied bool   `json:"denied"`
+	Tool   string `json:"tool"`
+	Mode   string `json:"mode"`
+	Path   string `json:"path"`
+	Rule   string `json:"rule"`
+}
+
+// failure turns an error into the result the model reads. A confine.Denial
+// becomes a typed, audited refusal; anything else a plain error result.
+func (d Deps) failure(tool string, err error) *mcp.CallToolResult {
+	var den *confine.Denial
+	if errors.As(err, &den) {
+		if d.Audit != nil {
+			d.Audit.Denied(tool, den)
+		}
+		res := mcp.NewToolResultStructured(Denial{Denied: true, Tool: tool, Mode: string(den.Mode), Path: den.Base, Rule: den.Rule}, den.Error())
+		res.IsError = true
+		return res
+	}
+	return mcp.NewToolResultError(err.Error())
+}
+
+// handler adapts a typed handler: decode, run, map failures.
+func handler[A any](d Deps, tool string, run func(ctx context.Context, req mcp.CallToolRequest, args A) (*mcp.CallToolResult, error)) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var args A
+		if err := decodeArgs(req, &args); err != nil {
+			return mcp.NewToolResultError(err.Error()), nil
+		}
+		res, err := run(ctx, req, args)
+		if err != nil {
+			return d.failure(tool, err), nil
+		}
+		return res, nil
+	}
+}

@@ -1,0 +1,123 @@
+package tools
+
+import (
+	"encoding/json"
+	"flag"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/evener-dev/evener-mcp/confine"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden tool schemas")
+
+func testDeps(t *testing.T) Deps {
+	t.Helper()
+	wd := t.TempDir()
+	home := t.TempDir()
+	p, err := confine.Resolve(confine.Spec{Mode: confine.ModeWorkspaceWrite, ModeExplicit: true, Network: confine.NetworkOff,
+		Workdir: wd, Env: []string{"HOME=" + home, "PATH=/usr/bin:/bin"}},
+		confine.HostReport{OS: "linux", Bwrap: "/usr/bin/bwrap", UserNS: true, Seccomp: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Deps{Policy: p, Caps: DefaultCaps}
+}
+
+// TestSchemasGolden snapshots every tool definition (name, description,
+// schemas, annotations) under testdata/; a missing or changed snapshot
+// fails. Refresh with -update.
+func TestSchemasGolden(t *testing.T) {
+	for _, st := range All(testDeps(t)) {
+		got, err := json.MarshalIndent(st.Tool, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, '\n')
+		file := filepath.Join("testdata", st.Tool.Name+".json")
+		if *update {
+			if err := os.WriteFile(file, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatalf("%s: no golden schema (run go test ./tools -update): %v", st.Tool.Name, err)
+		}
+		if string(want) != string(got) {
+			t.Errorf("%s: schema changed; if intended, run go test ./tools -update\n--- got\n%s", st.Tool.Name, got)
+		}
+	}
+}
+
+// TestAnnotationsExplicit: all four hints set on every tool, none left to
+// the library's defaults.
+func TestAnnotationsExplicit(t *testing.T) {
+	want := map[string][4]bool{ // readOnly, destructive, idempotent, openWorld
+		"read_file": {true, false, true, false}, "write_file": {false, true, true, false},
+		"edit_file": {false, true, false, false}, "apply_patch": {false, true, false, false},
+		"glob": {true, false, true, false}, "grep": {true, false, true, false},
+		"list_dir": {true, false, true, false}, "shell": {false, true, false, false},
+	}
+	tools := All(testDeps(t))
+	if len(tools) != len(Names) {
+		t.Fatalf("All has %d tools, Names %d", len(tools), len(Names))
+	}
+	for i, st := range tools {
+		a := st.Tool.Annotations
+		if st.Tool.Name != Names[i] {
+			t.Errorf("tool %d is %s, Names says %s", i, st.Tool.Name, Names[i])
+		}
+		if a.ReadOnlyHint == nil || a.DestructiveHint == nil || a.IdempotentHint == nil || a.OpenWorldHint == nil || a.Title == "" {
+			t.Errorf("%s: an annotation is left to the default: %+v", st.Tool.Name, a)
+			continue
+		}
+		got := [4]bool{*a.ReadOnlyHint, *a.DestructiveHint, *a.IdempotentHint, *a.OpenWorldHint}
+		if got != want[st.Tool.Name] {
+			t.Errorf("%s: annotations %v, want %v", st.Tool.Name, got, want[st.Tool.Name])
+		}
+		var in map[string]any
+		if err := json.Unmarshal(st.Tool.RawInputSchema, &in); err != nil || in["additionalProperties"] != false {
+			t.Errorf("%s: input schema must be valid JSON with additionalProperties false", st.Tool.Name)
+		}
+		if len(st.Tool.RawOutputSchema) == 0 {
+			t.Errorf("%s: no output schema", st.Tool.Name)
+		}
+	}
+}
+
+// TestNoDirectFileOrProcessAccess enforces invariant 2: tools reach files
+// and processes only through confine.
+func TestNoDirectFileOrProcessAccess(t *testing.T) {
+	banned := []string{"os.Open(", "os.OpenFile(", "os.Create(", "os.WriteFile(", "os.ReadFile(", "os.Remove(", "os.RemoveAll(", "os.Rename(", "os.Mkdir(", "os.MkdirAll(", "os.ReadDir(", "os.Stat(", "os.Lstat(", "syscall.", "unix."}
+	err := filepath.Walk(".", func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			switch strings.Trim(imp.Path.Value, `"`) {
+			case "os/exec", "syscall", "golang.org/x/sys/unix":
+				t.Errorf("%s imports %s", p, imp.Path.Value)
+			}
+		}
+		src, _ := os.ReadFile(p)
+		for _, b := range banned {
+			if strings.Contains(string(src), b) {
+				t.Errorf("%s calls %s", p, b)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
