@@ -59,8 +59,7 @@ var modeLine = regexp.MustCompile(`(?m)^(?:new file mode|new mode|old mode|delet
 func ApplyPatch(d Deps) server.ServerTool {
 	tool := mcp.NewTool("apply_patch",
 		mcp.WithDescription("Apply a patch ('*** Begin Patch' format or a unified diff) to files in the worktree, all files or none."),
-		mcp.WithRawInputSchema([]byte(patchSchema)),
-		mcp.WithRawOutputSchema([]byte(patchOutputSchema)),
+		schemas(patchSchema, patchOutputSchema),
 		annotations("Apply a patch", false, true, false, false),
 	)
 	return server.ServerTool{Tool: tool, Handler: handler(d, "apply_patch", func(ctx context.Context, req mcp.CallToolRequest, a patchArgs) (*mcp.CallToolResult, error) {

@@ -62,8 +62,7 @@ const editOutputSchema = `{
 func EditFile(d Deps) server.ServerTool {
 	tool := mcp.NewTool("edit_file",
 		mcp.WithDescription("Replace exact text in a file. Each old_text must match once (or set replace_all); all edits apply or none do. Returns a unified diff."),
-		mcp.WithRawInputSchema([]byte(editSchema)),
-		mcp.WithRawOutputSchema([]byte(editOutputSchema)),
+		schemas(editSchema, editOutputSchema),
 		annotations("Edit a file", false, true, false, false),
 	)
 	return server.ServerTool{Tool: tool, Handler: handler(d, "edit_file", func(ctx context.Context, req mcp.CallToolRequest, a editArgs) (*mcp.CallToolResult, error) {

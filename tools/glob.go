@@ -43,8 +43,7 @@ const globOutputSchema = `{
 func Glob(d Deps) server.ServerTool {
 	tool := mcp.NewTool("glob",
 		mcp.WithDescription("Find files by glob pattern (** matches any number of directories). Honours .gitignore; sorted; capped."),
-		mcp.WithRawInputSchema([]byte(globSchema)),
-		mcp.WithRawOutputSchema([]byte(globOutputSchema)),
+		schemas(globSchema, globOutputSchema),
 		annotations("Find files by pattern", true, false, true, false),
 	)
 	return server.ServerTool{Tool: tool, Handler: handler(d, "glob", func(ctx context.Context, req mcp.CallToolRequest, a globArgs) (*mcp.CallToolResult, error) {

@@ -83,8 +83,7 @@ const grepOutputSchema = `{
 func Grep(d Deps) server.ServerTool {
 	tool := mcp.NewTool("grep",
 		mcp.WithDescription("Search file contents (RE2 regex or literal). Honours .gitignore, skips binary files; output as matching lines, file names or counts; capped."),
-		mcp.WithRawInputSchema([]byte(grepSchema)),
-		mcp.WithRawOutputSchema([]byte(grepOutputSchema)),
+		schemas(grepSchema, grepOutputSchema),
 		annotations("Search file contents", true, false, true, false),
 	)
 	return server.ServerTool{Tool: tool, Handler: handler(d, "grep", func(ctx context.Context, req mcp.CallToolRequest, a grepArgs) (*mcp.CallToolResult, error) {

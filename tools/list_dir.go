@@ -61,8 +61,7 @@ const listOutputSchema = `{
 func ListDir(d Deps) server.ServerTool {
 	tool := mcp.NewTool("list_dir",
 		mcp.WithDescription("List a directory, optionally several levels deep. Symlinks are shown, never followed."),
-		mcp.WithRawInputSchema([]byte(listSchema)),
-		mcp.WithRawOutputSchema([]byte(listOutputSchema)),
+		schemas(listSchema, listOutputSchema),
 		annotations("List a directory", true, false, true, false),
 	)
 	return server.ServerTool{Tool: tool, Handler: handler(d, "list_dir", func(ctx context.Context, req mcp.CallToolRequest, a listArgs) (*mcp.CallToolResult, error) {

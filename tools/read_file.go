@@ -72,8 +72,7 @@ var imageMagic = []struct {
 func ReadFile(d Deps) server.ServerTool {
 	tool := mcp.NewTool("read_file",
 		mcp.WithDescription("Read a text file (optionally a range of lines), or an image. Binary and non-UTF-8 files are flagged, never silently altered."),
-		mcp.WithRawInputSchema([]byte(readSchema)),
-		mcp.WithRawOutputSchema([]byte(readOutputSchema)),
+		schemas(readSchema, readOutputSchema),
 		annotations("Read a file", true, false, true, false),
 	)
 	return server.ServerTool{Tool: tool, Handler: handler(d, "read_file", func(ctx context.Context, req mcp.CallToolRequest, a readArgs) (*mcp.CallToolResult, error) {

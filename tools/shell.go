@@ -69,8 +69,7 @@ func Shell(d Deps) server.ServerTool {
 	openWorld := d.Policy.Network() == confine.NetworkOn
 	tool := mcp.NewTool("shell",
 		mcp.WithDescription("Run a bash command in a fresh sandbox ("+string(d.Policy.Mode())+" mode, network "+string(d.Policy.Network())+"). Output is streamed as progress notifications; the result keeps its head and tail."),
-		mcp.WithRawInputSchema([]byte(shellSchema)),
-		mcp.WithRawOutputSchema([]byte(shellOutputSchema)),
+		schemas(shellSchema, shellOutputSchema),
 		annotations("Run a shell command", false, true, false, openWorld),
 	)
 	return server.ServerTool{Tool: tool, Handler: handler(d, "shell", func(ctx context.Context, req mcp.CallToolRequest, a shellArgs) (*mcp.CallToolResult, error) {

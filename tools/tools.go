@@ -96,6 +96,18 @@ func annotations(title string, readOnly, destructive, idempotent, openWorld bool
 	})
 }
 
+// schemas sets the hand-written input and output schemas. mcp.NewTool
+// presets a structured input schema of type object; it must be cleared or
+// the definition carries two schemas and cannot be marshalled.
+func schemas(in, out string) mcp.ToolOption {
+	return func(t *mcp.Tool) {
+		t.InputSchema = mcp.ToolInputSchema{}
+		t.RawInputSchema = []byte(in)
+		t.OutputSchema = mcp.ToolOutputSchema{}
+		t.RawOutputSchema = []byte(out)
+	}
+}
+
 // decodeArgs decodes the call's arguments into v, refusing unknown keys and
 // wrong types (the server also validates against the schema; this is the
 // second wall, and the one that tells the handler).

@@ -43,8 +43,7 @@ const writeOutputSchema = `{
 func WriteFile(d Deps) server.ServerTool {
 	tool := mcp.NewTool("write_file",
 		mcp.WithDescription("Create or replace a file with the given content, atomically. Missing parent directories are created."),
-		mcp.WithRawInputSchema([]byte(writeSchema)),
-		mcp.WithRawOutputSchema([]byte(writeOutputSchema)),
+		schemas(writeSchema, writeOutputSchema),
 		annotations("Write a file", false, true, true, false),
 	)
 	return server.ServerTool{Tool: tool, Handler: handler(d, "write_file", func(ctx context.Context, req mcp.CallToolRequest, a writeArgs) (*mcp.CallToolResult, error) {

@@ -1,0 +1,1629 @@
+//go:build linux
+
+package confine
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// This file is the race-safe file layer every file tool uses (DESIGN.md
+// invariant 3). Nothing here resolves a model-supplied path in user space:
+// a path is cleaned lexically once, checked lexically, and then handed to
+// the kernel relative to a directory handle held since construction, with
+// openat2's RESOLVE_* flags saying what the walk may do. Whatever the
+// kernel opened is then judged by what it is (fstat) and where it really is
+// (the descriptor's own path in /proc/self/fd), so a path swapped between a
+// check and its use cannot lead anywhere the check would have refused.
+
+// heldRoot is a directory the FileAccess holds open for its whole life.
+type heldRoot struct {
+	path string // canonical absolute path (as the policy or caller named it)
+	real string // the kernel's own path for the held descriptor
+	fd   int    // O_PATH|O_DIRECTORY
+}
+
+type devIno struct{ dev, ino uint64 }
+
+// denyState is the denylist's real locations at one moment.
+type denyState struct {
+	spellings []string            // literal and resolved spellings, absolute
+	inodes    map[devIno]struct{} // the masked entries and what lies in them (bounded)
+	at        time.Time
+}
+
+// FileAccess is the only way a tool touches the filesystem. It holds
+// directory descriptors for "/" (the read-anywhere modes and mode off), the
+// workdir, each --add-dir root and the session scratch. It is safe for
+// concurrent use.
+type FileAccess struct {
+	mode    Mode
+	opts    FileAccessOptions
+	workdir string
+	slash   heldRoot
+	wd      heldRoot
+	adds    []heldRoot
+	scr     *heldRoot
+	deny    []string // credential entries: p.Denylist() + SystemSecrets
+
+	life   sync.RWMutex // read-held by every operation, write-held by Close
+	closed bool
+
+	denyCur     atomic.Pointer[denyState]
+	denyRefresh sync.Mutex
+}
+
+var errFileAccessClosed = errors.New("file access is closed")
+
+// NewFileAccess opens the roots of p's file tools: "/", the workdir, every
+// add-dir and scratch (the session's scratch directory; "" for none).
+func NewFileAccess(p *Policy, scratch string) (*FileAccess, error) {
+	return NewFileAccessWith(p, scratch, FileAccessOptions{})
+}
+
+// NewFileAccessWith is NewFileAccess with explicit limits.
+func NewFileAccessWith(p *Policy, scratch string, o FileAccessOptions) (fa *FileAccess, err error) {
+	if p == nil {
+		return nil, errors.New("file access: no policy")
+	}
+	fa = &FileAccess{mode: p.Mode(), opts: o.withDefaults(), workdir: p.Workdir(),
+		slash: heldRoot{fd: -1}, wd: heldRoot{fd: -1}}
+	defer func() {
+		if err != nil {
+			fa.closeFDs()
+			fa = nil
+		}
+	}()
+	openRoot := func(path string, resolve uint64) (heldRoot, error) {
+		fd, err := openat2Retry(unix.AT_FDCWD, path, unix.O_PATH|unix.O_DIRECTORY, resolve)
+		if err != nil {
+			if errors.Is(err, unix.ENOSYS) {
+				return heldRoot{fd: -1}, errors.New("file access: the kernel lacks openat2Retry (Linux 5.6 or later is required)")
+			}
+			return heldRoot{fd: -1}, fmt.Errorf("file access: open root %s: %w", path, err)
+		}
+		real, err := fdPath(fd)
+		if err != nil {
+			unix.Close(fd)
+			return heldRoot{fd: -1}, fmt.Errorf("file access: cannot read descriptor paths from /proc/self/fd: %w", err)
+		}
+		return heldRoot{path: path, real: real, fd: fd}, nil
+	}
+	if fa.slash, err = openRoot("/", unix.RESOLVE_NO_MAGICLINKS); err != nil {
+		return nil, err
+	}
+	// The workdir and add-dirs are symlink-resolved by the policy, so a
+	// symlink on their spelling now means the layout changed under us.
+	strict := uint64(unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS)
+	if fa.wd, err = openRoot(p.Workdir(), strict); err != nil {
+		return nil, err
+	}
+	for _, d := range p.AddDirs() {
+		r, err := openRoot(d, strict)
+		if err != nil {
+			return nil, err
+		}
+		fa.adds = append(fa.adds, r)
+	}
+	if scratch != "" {
+		if !filepath.IsAbs(scratch) {
+			return nil, fmt.Errorf("file access: scratch %q is not absolute", scratch)
+		}
+		s, err := filepath.EvalSymlinks(scratch)
+		if err != nil {
+			return nil, fmt.Errorf("file access: scratch: %w", err)
+		}
+		r, err := openRoot(s, strict)
+		if err != nil {
+			return nil, err
+		}
+		fa.scr = &r
+	}
+	fa.deny = append(p.Denylist(), SystemSecrets...)
+	st := fa.computeDeny()
+	fa.denyCur.Store(st)
+	if fa.mode != ModeOff {
+		for _, r := range fa.allRoots() {
+			if r == &fa.slash {
+				continue
+			}
+			if st.deniedPath(r.real) || st.deniedPath(r.path) {
+				return nil, fmt.Errorf("file access: root %s lies inside a denylisted path", r.path)
+			}
+		}
+	}
+	return fa, nil
+}
+
+func (fa *FileAccess) allRoots() []*heldRoot {
+	out := []*heldRoot{&fa.slash, &fa.wd}
+	for i := range fa.adds {
+		out = append(out, &fa.adds[i])
+	}
+	if fa.scr != nil {
+		out = append(out, fa.scr)
+	}
+	return out
+}
+
+func (fa *FileAccess) closeFDs() {
+	for _, r := range fa.allRoots() {
+		if r.fd >= 0 {
+			unix.Close(r.fd)
+			r.fd = -1
+		}
+	}
+}
+
+// Close releases the held directories. Operations after Close fail.
+func (fa *FileAccess) Close() error {
+	fa.life.Lock()
+	defer fa.life.Unlock()
+	if fa.closed {
+		return nil
+	}
+	fa.closed = true
+	fa.closeFDs()
+	return nil
+}
+
+func (fa *FileAccess) enter() error {
+	fa.life.RLock()
+	if fa.closed {
+		fa.life.RUnlock()
+		return errFileAccessClosed
+	}
+	return nil
+}
+
+func (fa *FileAccess) leave() { fa.life.RUnlock() }
+
+// Mode is the mode the file rules follow.
+func (fa *FileAccess) Mode() Mode { return fa.mode }
+
+// MaxReadBytes is the largest content ReadFile returns (and read tools
+// should cap at).
+func (fa *FileAccess) MaxReadBytes() int64 { return fa.opts.MaxReadBytes }
+
+// MaxWriteBytes is the largest content WriteFile and Stage.Write accept.
+func (fa *FileAccess) MaxWriteBytes() int64 { return fa.opts.MaxWriteBytes }
+
+// Scratch is the scratch root, "" when none.
+func (fa *FileAccess) Scratch() string {
+	if fa.scr == nil {
+		return ""
+	}
+	return fa.scr.path
+}
+
+// ---------------------------------------------------------------------------
+// The denylist's real locations.
+
+// maxDenyInodes bounds the walk of the masked directories that records
+// their inodes (so a hard link or a bind mount of a masked file elsewhere
+// is recognised by identity, not only by path).
+const maxDenyInodes = 4096
+
+func (fa *FileAccess) computeDeny() *denyState {
+	st := &denyState{inodes: map[devIno]struct{}{}, at: time.Now()}
+	add := func(s string) {
+		if !slices.Contains(st.spellings, s) {
+			st.spellings = append(st.spellings, s)
+		}
+	}
+	for _, d := range PseudoDenylist {
+		for _, s := range resolvedSpellings(d) {
+			add(s)
+		}
+	}
+	budget := maxDenyInodes
+	for _, d := range fa.deny {
+		for _, s := range resolvedSpellings(d) {
+			add(s)
+			var sst unix.Stat_t
+			if unix.Stat(s, &sst) != nil {
+				continue
+			}
+			st.inodes[devIno{uint64(sst.Dev), sst.Ino}] = struct{}{}
+			if sst.Mode&unix.S_IFMT != unix.S_IFDIR {
+				continue
+			}
+			_ = filepath.WalkDir(s, func(p string, e fs.DirEntry, err error) error {
+				if err != nil || budget <= 0 {
+					return filepath.SkipDir
+				}
+				if depth(p)-depth(s) > 4 {
+					return filepath.SkipDir
+				}
+				if e.Type()&fs.ModeSymlink != 0 {
+					return nil
+				}
+				var est unix.Stat_t
+				if unix.Lstat(p, &est) == nil {
+					st.inodes[devIno{uint64(est.Dev), est.Ino}] = struct{}{}
+					budget--
+				}
+				return nil
+			})
+		}
+	}
+	return st
+}
+
+// denyNow is the current denylist state, re-resolved at most every
+// DenyRefresh (by one caller at a time; the others use the previous one).
+func (fa *FileAccess) denyNow() *denyState {
+	st := fa.denyCur.Load()
+	if fa.opts.DenyRefresh > 0 && time.Since(st.at) > fa.opts.DenyRefresh && fa.denyRefresh.TryLock() {
+		defer fa.denyRefresh.Unlock()
+		st = fa.computeDeny()
+		fa.denyCur.Store(st)
+	}
+	return st
+}
+
+// RefreshDenylist re-resolves the denylist's real locations now.
+func (fa *FileAccess) RefreshDenylist() {
+	fa.denyRefresh.Lock()
+	defer fa.denyRefresh.Unlock()
+	fa.denyCur.Store(fa.computeDeny())
+}
+
+func (st *denyState) deniedPath(p string) bool {
+	for _, s := range st.spellings {
+		if Within(p, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (st *denyState) deniedStat(s *unix.Stat_t) bool {
+	if s == nil {
+		return false
+	}
+	_, ok := st.inodes[devIno{uint64(s.Dev), s.Ino}]
+	return ok
+}
+
+// ---------------------------------------------------------------------------
+// Small syscall helpers.
+
+// openat2Retry retries the transient EAGAIN that RESOLVE_BENEATH returns when a
+// rename raced its ".." handling, and EINTR.
+func openat2Retry(dirfd int, path string, flags, resolve uint64) (int, error) {
+	how := unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: resolve}
+	if flags&unix.O_CREAT != 0 {
+		how.Mode = 0o600
+	}
+	for i := 0; ; i++ {
+		fd, err := unix.Openat2(dirfd, path, &how)
+		if err == unix.EINTR || (err == unix.EAGAIN && i < 16) {
+			continue
+		}
+		return fd, err
+	}
+}
+
+// fdPath is the kernel's path for an open descriptor.
+func fdPath(fd int) (string, error) {
+	link := "/proc/self/fd/" + strconv.Itoa(fd)
+	for size := 256; size <= 1<<16; size *= 4 {
+		buf := make([]byte, size)
+		n, err := unix.Readlink(link, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
+	return "", unix.ENAMETOOLONG
+}
+
+func fstatFD(fd int) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	err := unix.Fstat(fd, &st)
+	return st, err
+}
+
+func sameFile(a, b *unix.Stat_t) bool { return a.Dev == b.Dev && a.Ino == b.Ino }
+
+func statInfo(st *unix.Stat_t) Info {
+	m := fileModeFromUnix(st.Mode)
+	return Info{
+		Size:      st.Size,
+		Mode:      m,
+		IsDir:     m.IsDir(),
+		IsSymlink: m&fs.ModeSymlink != 0,
+		Nlink:     uint64(st.Nlink),
+		ModTime:   time.Unix(st.Mtim.Sec, st.Mtim.Nsec),
+	}
+}
+
+func readlinkAt(dirfd int, name string) string {
+	for size := 256; size <= 1<<16; size *= 4 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(dirfd, name, buf)
+		if err != nil {
+			return ""
+		}
+		if n < size {
+			return string(buf[:n])
+		}
+	}
+	return ""
+}
+
+func clearNonblock(fd int) {
+	if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
+		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl&^unix.O_NONBLOCK)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Denials and errors.
+
+func (fa *FileAccess) denial(op, display, rule string) *Denial {
+	return &Denial{Op: op, Path: display, Base: filepath.Base(display), Rule: rule, Mode: fa.mode}
+}
+
+func filePathErr(op, display string, err error) error {
+	return &fs.PathError{Op: op, Path: display, Err: err}
+}
+
+// openErr maps an openat2 failure to what the model should see.
+func (fa *FileAccess) openErr(op, display string, err error, symlinksRefused bool) error {
+	switch {
+	case errors.Is(err, unix.EXDEV):
+		return fa.denial(op, display, RuleOutside)
+	case errors.Is(err, unix.ELOOP) && symlinksRefused:
+		return fa.denial(op, display, RuleSymlink)
+	}
+	return filePathErr(op, display, err)
+}
+
+// checkFD judges an opened descriptor by where it really is: never on a
+// pseudo-filesystem or under (or the same inode as) a masked path, and in
+// restricted mode never outside the granted roots. It returns the real
+// path.
+func (fa *FileAccess) checkFD(op, display string, fd int, st *unix.Stat_t, within []string) (string, error) {
+	real, err := fdPath(fd)
+	if err != nil {
+		if fa.mode == ModeOff {
+			return "", nil
+		}
+		return "", filePathErr(op, display, fmt.Errorf("cannot verify the opened path: %w", err))
+	}
+	if fa.mode == ModeOff {
+		return real, nil
+	}
+	if !strings.HasPrefix(real, "/") {
+		return "", fa.denial(op, display, RuleOutside)
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		return "", filePathErr(op, display, err)
+	}
+	if sfs.Type == unix.PROC_SUPER_MAGIC || sfs.Type == unix.SYSFS_MAGIC {
+		return "", fa.denial(op, display, RuleDenylist)
+	}
+	ds := fa.denyNow()
+	if ds.deniedPath(real) || ds.deniedPath(strings.TrimSuffix(real, " (deleted)")) || ds.deniedStat(st) {
+		return "", fa.denial(op, display, RuleDenylist)
+	}
+	if within != nil && !slices.ContainsFunc(within, func(r string) bool { return Within(real, r) }) {
+		return "", fa.denial(op, display, RuleOutside)
+	}
+	return real, nil
+}
+
+// Resolve turns a model-supplied path into an absolute cleaned path (relative
+// paths are relative to the workdir) and the form the model should see. It
+// refuses NUL bytes, a leading "~", an empty path and invalid UTF-8 before
+// any syscall; ".." leaving the workdir is for the mode's root rules to judge.
+func (fa *FileAccess) Resolve(path string) (abs, display string, err error) {
+	return fa.resolve("resolve", path)
+}
+
+func (fa *FileAccess) resolve(op, path string) (abs, display string, err error) {
+	abs, display, ok := cleanModelPath(fa.workdir, path)
+	if !ok {
+		return "", "", &Denial{Op: op, Path: path, Base: filepath.Base(path), Rule: RuleInvalidPath, Mode: fa.mode}
+	}
+	return abs, display, nil
+}
+
+// ---------------------------------------------------------------------------
+// Reads.
+
+// readTarget says where a read of abs starts: the descriptor, the path
+// relative to it, the resolve flags and (restricted) the roots the result
+// must lie in.
+type readTarget struct {
+	abs, display string
+	dirfd        int
+	rel          string
+	resolve      uint64
+	within       []string
+}
+
+func (fa *FileAccess) readTarget(op, path string) (readTarget, error) {
+	abs, display, err := fa.resolve(op, path)
+	if err != nil {
+		return readTarget{}, err
+	}
+	t := readTarget{abs: abs, display: display}
+	if fa.mode != ModeOff && fa.denyNow().deniedPath(abs) {
+		return t, fa.denial(op, display, RuleDenylist)
+	}
+	if fa.mode != ModeRestricted {
+		t.dirfd, t.rel, t.resolve = fa.slash.fd, relToRoot("/", abs), unix.RESOLVE_NO_MAGICLINKS
+		return t, nil
+	}
+	roots := []*heldRoot{&fa.wd}
+	if fa.scr != nil {
+		roots = append(roots, fa.scr)
+	}
+	r := pickRoot(abs, roots)
+	if r == nil {
+		return t, fa.denial(op, display, RuleOutside)
+	}
+	t.dirfd, t.rel = r.fd, relToRoot(r.path, abs)
+	t.resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
+	for _, r := range roots {
+		t.within = append(t.within, r.real, r.path)
+	}
+	return t, nil
+}
+
+// pickRoot is the deepest root containing abs.
+func pickRoot(abs string, roots []*heldRoot) *heldRoot {
+	var best *heldRoot
+	for _, r := range roots {
+		if Within(abs, r.path) && (best == nil || len(r.path) > len(best.path)) {
+			best = r
+		}
+	}
+	return best
+}
+
+func relToRoot(rootPath, abs string) string {
+	if abs == rootPath {
+		return "."
+	}
+	if rootPath == "/" {
+		return strings.TrimPrefix(abs, "/")
+	}
+	return strings.TrimPrefix(abs, rootPath+"/")
+}
+
+// statTarget opens t with O_PATH (following a final symlink unless
+// nofollow), checks the result and returns the descriptor, its stat and its
+// real path.
+func (fa *FileAccess) statTarget(op string, t readTarget, nofollow bool) (int, unix.Stat_t, string, error) {
+	flags := uint64(unix.O_PATH)
+	if nofollow {
+		flags |= unix.O_NOFOLLOW
+	}
+	fd, err := openat2Retry(t.dirfd, t.rel, flags, t.resolve)
+	if err != nil {
+		return -1, unix.Stat_t{}, "", fa.openErr(op, t.display, err, false)
+	}
+	st, err := fstatFD(fd)
+	if err != nil {
+		unix.Close(fd)
+		return -1, st, "", filePathErr(op, t.display, err)
+	}
+	real, err := fa.checkFD(op, t.display, fd, &st, t.within)
+	if err != nil {
+		unix.Close(fd)
+		return -1, st, "", err
+	}
+	return fd, st, real, nil
+}
+
+// OpenRead opens a regular file for reading under the mode's read rules:
+// off anywhere; read-only and workspace-write anywhere but the denylist;
+// restricted the workdir and the scratch only. Symlinks are followed by the
+// kernel (in restricted, never out of the root) and the file is judged by
+// where it really is.
+func (fa *FileAccess) OpenRead(path string) (*os.File, Info, error) {
+	if err := fa.enter(); err != nil {
+		return nil, Info{}, err
+	}
+	defer fa.leave()
+	const op = "read"
+	t, err := fa.readTarget(op, path)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	// First an O_PATH open: it never runs a device's or FIFO's open
+	// routine, so the type and the location are judged before anything is
+	// opened for data.
+	pfd, pst, real, err := fa.statTarget(op, t, false)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	defer unix.Close(pfd)
+	if err := fa.regularOnly(op, t.display, &pst); err != nil {
+		return nil, Info{}, err
+	}
+	fd, err := openat2Retry(t.dirfd, t.rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, t.resolve)
+	if err != nil {
+		return nil, Info{}, fa.openErr(op, t.display, err, false)
+	}
+	st, err := fstatFD(fd)
+	if err != nil || !sameFile(&st, &pst) || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		if err == nil {
+			err = errors.New("the file changed while it was opened")
+		}
+		return nil, Info{}, filePathErr(op, t.display, err)
+	}
+	clearNonblock(fd)
+	info := statInfo(&st)
+	info.Display, info.Abs, info.Real = t.display, t.abs, real
+	return os.NewFile(uintptr(fd), t.display), info, nil
+}
+
+func (fa *FileAccess) regularOnly(op, display string, st *unix.Stat_t) error {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return nil
+	case unix.S_IFDIR:
+		return filePathErr(op, display, syscall.EISDIR)
+	}
+	return fa.denial(op, display, RuleNotRegular)
+}
+
+// ReadFile reads a whole regular file, refusing one larger than
+// MaxReadBytes (RuleTooLarge).
+func (fa *FileAccess) ReadFile(path string) ([]byte, Info, error) {
+	f, info, err := fa.OpenRead(path)
+	if err != nil {
+		return nil, info, err
+	}
+	defer f.Close()
+	max := fa.opts.MaxReadBytes
+	if info.Size > max {
+		return nil, info, fa.denial("read", info.Display, RuleTooLarge)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, info, filePathErr("read", info.Display, err)
+	}
+	if int64(len(data)) > max {
+		return nil, info, fa.denial("read", info.Display, RuleTooLarge)
+	}
+	return data, info, nil
+}
+
+// Stat describes path (following symlinks) under the read rules.
+func (fa *FileAccess) Stat(path string) (Info, error) { return fa.stat(path, false) }
+
+// Lstat describes path without following a final symlink, under the read
+// rules.
+func (fa *FileAccess) Lstat(path string) (Info, error) { return fa.stat(path, true) }
+
+func (fa *FileAccess) stat(path string, nofollow bool) (Info, error) {
+	if err := fa.enter(); err != nil {
+		return Info{}, err
+	}
+	defer fa.leave()
+	const op = "read"
+	t, err := fa.readTarget(op, path)
+	if err != nil {
+		return Info{}, err
+	}
+	fd, st, real, err := fa.statTarget(op, t, nofollow)
+	if err != nil {
+		return Info{}, err
+	}
+	defer unix.Close(fd)
+	info := statInfo(&st)
+	info.Display, info.Abs, info.Real = t.display, t.abs, real
+	if info.IsSymlink {
+		info.Target = readlinkAt(fd, "")
+	}
+	return info, nil
+}
+
+// ---------------------------------------------------------------------------
+// Directory walking.
+
+// Dir is an open directory for walking (glob, grep, list_dir). Children are
+// described without being followed, and opened relative to this handle
+// with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, so a walk never leaves the tree
+// and always terminates.
+type Dir struct {
+	fa      *FileAccess
+	fd      int
+	display string
+	real    string
+	within  []string
+	mu      sync.Mutex
+}
+
+// OpenDir opens a directory under the read rules (a symlink on the way is
+// followed by the kernel and the directory judged by its real location).
+func (fa *FileAccess) OpenDir(path string) (*Dir, error) {
+	if err := fa.enter(); err != nil {
+		return nil, err
+	}
+	defer fa.leave()
+	const op = "list"
+	t, err := fa.readTarget(op, path)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := openat2Retry(t.dirfd, t.rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, t.resolve)
+	if err != nil {
+		return nil, fa.openErr(op, t.display, err, false)
+	}
+	st, err := fstatFD(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, filePathErr(op, t.display, err)
+	}
+	real, err := fa.checkFD(op, t.display, fd, &st, t.within)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return &Dir{fa: fa, fd: fd, display: t.display, real: real, within: t.within}, nil
+}
+
+// Display is the directory's path as the model should see it.
+func (d *Dir) Display() string { return d.display }
+
+// Real is the directory's real location when it was opened.
+func (d *Dir) Real() string { return d.real }
+
+// Close releases the directory.
+func (d *Dir) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fd < 0 {
+		return nil
+	}
+	err := unix.Close(d.fd)
+	d.fd = -1
+	return err
+}
+
+func (d *Dir) child(name string) string {
+	if d.display == "." {
+		return name
+	}
+	return filepath.Join(d.display, name)
+}
+
+func validChildName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
+}
+
+// Entries lists up to max children (max <= 0: all), sorted by name, each
+// described by fstatat(AT_SYMLINK_NOFOLLOW). Children whose real location
+// is masked are omitted. truncated says more children were left out.
+func (d *Dir) Entries(max int) ([]DirEntry, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fd < 0 {
+		return nil, false, errFileAccessClosed
+	}
+	if _, err := unix.Seek(d.fd, 0, io.SeekStart); err != nil {
+		return nil, false, filePathErr("list", d.display, err)
+	}
+	var names []string
+	truncated := false
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Getdents(d.fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, false, filePathErr("list", d.display, err)
+		}
+		if n <= 0 {
+			break
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+		if len(names) >= d.fa.opts.MaxDirNames {
+			names, truncated = names[:d.fa.opts.MaxDirNames], true
+			break
+		}
+	}
+	sort.Strings(names)
+	var ds *denyState
+	if d.fa.mode != ModeOff {
+		ds = d.fa.denyNow()
+	}
+	out := make([]DirEntry, 0, len(names))
+	for _, name := range names {
+		if max > 0 && len(out) >= max {
+			truncated = true // the remaining names were left out
+			break
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			continue // vanished since it was listed
+		}
+		if ds != nil && (ds.deniedPath(d.real+"/"+name) || ds.deniedStat(&st)) {
+			continue
+		}
+		e := DirEntry{Name: name, Kind: kindFromUnix(st.Mode), Size: st.Size, Mode: fileModeFromUnix(st.Mode)}
+		if e.Kind == PathSymlink {
+			e.Target = readlinkAt(d.fd, name)
+		}
+		out = append(out, e)
+	}
+	return out, truncated, nil
+}
+
+const childResolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// OpenDir opens a direct child directory, never through a symlink.
+func (d *Dir) OpenDir(name string) (*Dir, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "list"
+	display := d.child(name)
+	if d.fd < 0 {
+		return nil, errFileAccessClosed
+	}
+	if !validChildName(name) {
+		return nil, d.fa.denial(op, display, RuleInvalidPath)
+	}
+	// No O_NOFOLLOW: with O_DIRECTORY it would turn a symlink into ENOTDIR;
+	// RESOLVE_NO_SYMLINKS refuses it with ELOOP instead.
+	fd, err := openat2Retry(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, childResolve)
+	if err != nil {
+		return nil, d.fa.openErr(op, display, err, true)
+	}
+	st, err := fstatFD(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, filePathErr(op, display, err)
+	}
+	real, err := d.fa.checkFD(op, display, fd, &st, d.within)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return &Dir{fa: d.fa, fd: fd, display: display, real: real, within: d.within}, nil
+}
+
+// OpenFile opens a direct child regular file for reading, never through a
+// symlink; FIFOs, sockets and devices are refused without being opened.
+func (d *Dir) OpenFile(name string) (*os.File, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "read"
+	display := d.child(name)
+	if d.fd < 0 {
+		return nil, errFileAccessClosed
+	}
+	if !validChildName(name) {
+		return nil, d.fa.denial(op, display, RuleInvalidPath)
+	}
+	var pre unix.Stat_t
+	if err := unix.Fstatat(d.fd, name, &pre, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, filePathErr(op, display, err)
+	}
+	if pre.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return nil, d.fa.denial(op, display, RuleSymlink)
+	}
+	if err := d.fa.regularOnly(op, display, &pre); err != nil {
+		return nil, err
+	}
+	if d.fa.mode != ModeOff {
+		// Judge what the listing knows before opening anything; the
+		// opened descriptor is judged again below.
+		if ds := d.fa.denyNow(); ds.deniedPath(d.real+"/"+name) || ds.deniedStat(&pre) {
+			return nil, d.fa.denial(op, display, RuleDenylist)
+		}
+	}
+	fd, err := openat2Retry(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, childResolve)
+	if err != nil {
+		return nil, d.fa.openErr(op, display, err, true)
+	}
+	st, err := fstatFD(fd)
+	if err != nil || !sameFile(&st, &pre) || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		if err == nil {
+			err = errors.New("the file changed while it was opened")
+		}
+		return nil, filePathErr(op, display, err)
+	}
+	if _, err := d.fa.checkFD(op, display, fd, &st, d.within); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	clearNonblock(fd)
+	return os.NewFile(uintptr(fd), display), nil
+}
+
+// ---------------------------------------------------------------------------
+// Writes.
+
+// writeTarget is a write, delete or rename end resolved against its root.
+type writeTarget struct {
+	abs, display string
+	root         *heldRoot
+	parentRel    string // relative to root, "." for the root itself
+	base         string
+}
+
+// writeTarget applies the write rules that need no syscall: path
+// validity, the denylist, git metadata and the mode's write roots.
+func (fa *FileAccess) writeTarget(op, path string) (writeTarget, error) {
+	abs, display, err := fa.resolve(op, path)
+	if err != nil {
+		return writeTarget{}, err
+	}
+	t := writeTarget{abs: abs, display: display}
+	var roots []*heldRoot
+	switch fa.mode {
+	case ModeOff:
+		roots = []*heldRoot{&fa.slash}
+	case ModeWorkspaceWrite:
+		roots = []*heldRoot{&fa.wd}
+		for i := range fa.adds {
+			roots = append(roots, &fa.adds[i])
+		}
+	case ModeRestricted:
+		roots = []*heldRoot{&fa.wd}
+	}
+	if fa.scr != nil && fa.mode != ModeOff {
+		roots = append(roots, fa.scr)
+	}
+	if fa.mode != ModeOff {
+		if fa.denyNow().deniedPath(abs) {
+			return t, fa.denial(op, display, RuleDenylist)
+		}
+		if Within(abs, fa.workdir) && hasGitComponent(relToRoot(fa.workdir, abs)) {
+			return t, fa.denial(op, display, RuleGitMetadata)
+		}
+	}
+	t.root = pickRoot(abs, roots)
+	if t.root == nil {
+		if fa.mode == ModeReadOnly {
+			return t, fa.denial(op, display, RuleReadOnly)
+		}
+		return t, fa.denial(op, display, RuleOutside)
+	}
+	rel := relToRoot(t.root.path, abs)
+	if rel == "." {
+		return t, filePathErr(op, display, syscall.EISDIR)
+	}
+	if fa.mode != ModeOff && hasGitComponent(rel) {
+		return t, fa.denial(op, display, RuleGitMetadata)
+	}
+	t.parentRel, t.base = ".", rel
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		t.parentRel, t.base = rel[:i], rel[i+1:]
+	}
+	return t, nil
+}
+
+// createdDir is a directory made by CreateParents: a handle on its parent
+// and its name, so a failed operation can remove it again.
+type createdDir struct {
+	parent int
+	name   string
+}
+
+func undoDirs(dirs []createdDir) {
+	for i := len(dirs) - 1; i >= 0; i-- {
+		_ = unix.Unlinkat(dirs[i].parent, dirs[i].name, unix.AT_REMOVEDIR)
+		unix.Close(dirs[i].parent)
+	}
+}
+
+func closeDirs(dirs []createdDir) {
+	for _, d := range dirs {
+		unix.Close(d.parent)
+	}
+}
+
+// parentMode says what openParent does about missing parent directories.
+type parentMode int
+
+const (
+	parentExisting parentMode = iota // they must exist
+	parentCreate                     // create them now
+	parentAnchor                     // return the deepest existing one and what is missing below it
+)
+
+const strictResolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// openParent opens t's parent directory relative to its root, refusing any
+// symlink on the way (parentCreate: missing components are made one at a
+// time; parentAnchor: the deepest existing ancestor is returned with the
+// missing components below it). It returns an O_PATH descriptor, its real
+// path, and, after checking it, the real location of the target.
+func (fa *FileAccess) openParent(op string, t writeTarget, pm parentMode) (pfd int, real, missing string, made []createdDir, err error) {
+	pfd, err = openat2Retry(t.root.fd, t.parentRel, unix.O_PATH|unix.O_DIRECTORY, strictResolve)
+	if errors.Is(err, unix.ENOENT) {
+		switch pm {
+		case parentCreate:
+			pfd, made, err = mkParents(t.root.fd, t.parentRel)
+		case parentAnchor:
+			pfd, missing, err = openAnchor(t.root.fd, t.parentRel)
+		}
+	}
+	if err != nil {
+		return -1, "", "", nil, fa.openErr(op, t.display, err, true)
+	}
+	defer func() {
+		if err != nil {
+			unix.Close(pfd)
+			undoDirs(made)
+			made = nil
+		}
+	}()
+	st, err := fstatFD(pfd)
+	if err != nil {
+		return -1, "", "", nil, filePathErr(op, t.display, err)
+	}
+	var within []string
+	if fa.mode != ModeOff {
+		within = []string{t.root.real, t.root.path}
+	}
+	real, err = fa.checkFD(op, t.display, pfd, &st, within)
+	if err != nil {
+		return -1, "", "", nil, err
+	}
+	if fa.mode != ModeOff {
+		target := filepath.Join(real, missing, t.base)
+		if fa.denyNow().deniedPath(target) {
+			return -1, "", "", nil, fa.denial(op, t.display, RuleDenylist)
+		}
+		if Within(target, fa.workdir) && hasGitComponent(relToRoot(fa.workdir, target)) {
+			return -1, "", "", nil, fa.denial(op, t.display, RuleGitMetadata)
+		}
+	}
+	return pfd, real, missing, made, nil
+}
+
+// openAnchor walks rel from dirfd and returns the deepest directory that
+// exists and the components missing below it.
+func openAnchor(dirfd int, rel string) (int, string, error) {
+	cur, err := openat2Retry(dirfd, ".", unix.O_PATH|unix.O_DIRECTORY, strictResolve)
+	if err != nil {
+		return -1, "", err
+	}
+	comps := strings.Split(rel, "/")
+	for i, c := range comps {
+		next, err := openat2Retry(cur, c, unix.O_PATH|unix.O_DIRECTORY, strictResolve)
+		if errors.Is(err, unix.ENOENT) {
+			return cur, strings.Join(comps[i:], "/"), nil
+		}
+		unix.Close(cur)
+		if err != nil {
+			return -1, "", err
+		}
+		cur = next
+	}
+	return cur, "", nil
+}
+
+// mkParents walks rel one component at a time from dirfd, creating what is
+// missing, never following a symlink.
+func mkParents(dirfd int, rel string) (int, []createdDir, error) {
+	const resolve = strictResolve
+	cur, err := openat2Retry(dirfd, ".", unix.O_PATH|unix.O_DIRECTORY, resolve)
+	if err != nil {
+		return -1, nil, err
+	}
+	var made []createdDir
+	fail := func(err error) (int, []createdDir, error) {
+		unix.Close(cur)
+		undoDirs(made)
+		return -1, nil, err
+	}
+	for _, c := range strings.Split(rel, "/") {
+		next, err := openat2Retry(cur, c, unix.O_PATH|unix.O_DIRECTORY, resolve)
+		if errors.Is(err, unix.ENOENT) {
+			switch merr := unix.Mkdirat(cur, c, 0o755); {
+			case merr == nil:
+				keep, derr := unix.FcntlInt(uintptr(cur), unix.F_DUPFD_CLOEXEC, 0)
+				if derr != nil {
+					return fail(derr)
+				}
+				made = append(made, createdDir{parent: keep, name: c})
+			case !errors.Is(merr, unix.EEXIST):
+				return fail(merr)
+			}
+			next, err = openat2Retry(cur, c, unix.O_PATH|unix.O_DIRECTORY, resolve)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		unix.Close(cur)
+		cur = next
+	}
+	return cur, made, nil
+}
+
+// targetKind inspects the final name in the held parent without following
+// it: absent, or a regular file (its stat), else a denial.
+func (fa *FileAccess) targetKind(op, display string, pfd int, base string) (exists bool, st unix.Stat_t, err error) {
+	err = unix.Fstatat(pfd, base, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.ENOENT) {
+		return false, st, nil
+	}
+	if err != nil {
+		return false, st, filePathErr(op, display, err)
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return true, st, nil
+	case unix.S_IFLNK:
+		return true, st, fa.denial(op, display, RuleSymlink)
+	case unix.S_IFDIR:
+		return true, st, filePathErr(op, display, syscall.EISDIR)
+	}
+	return true, st, fa.denial(op, display, RuleNotRegular)
+}
+
+func stageTempName(base string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	const suffix = 1 + 8 + 16 // ".evener-" + hex
+	if max := 255 - 1 - suffix; len(base) > max {
+		base = base[:max]
+	}
+	return "." + base + ".evener-" + hex.EncodeToString(b[:])
+}
+
+// fileMeta is what a replacement keeps of the file it replaces.
+type fileMeta struct {
+	perm     uint32
+	uid, gid int
+	chown    bool
+}
+
+func metaFor(exists bool, st *unix.Stat_t, o WriteOptions) fileMeta {
+	m := fileMeta{perm: 0o644}
+	if exists {
+		m.perm = st.Mode & 0o777
+		// Running as root, keep the owner of the file being replaced (a
+		// new inode would otherwise belong to root).
+		if os.Geteuid() == 0 && (int(st.Uid) != 0 || int(st.Gid) != os.Getegid()) {
+			m.uid, m.gid, m.chown = int(st.Uid), int(st.Gid), true
+		}
+	}
+	if o.Mode != 0 {
+		m.perm = uint32(o.Mode.Perm())
+	}
+	return m
+}
+
+// writeTemp creates a temp file beside base in pfd with data and meta, and
+// returns its name. Nothing is left behind on failure.
+func writeTemp(pfd int, base string, data []byte, m fileMeta) (string, error) {
+	var name string
+	var fd int
+	var err error
+	for range 16 {
+		name = stageTempName(base)
+		fd, err = unix.Openat(pfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if !errors.Is(err, unix.EEXIST) {
+			break
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	fail := func(err error) (string, error) {
+		unix.Close(fd)
+		_ = unix.Unlinkat(pfd, name, 0)
+		return "", err
+	}
+	for off := 0; off < len(data); {
+		n, err := unix.Write(fd, data[off:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fail(err)
+		}
+		off += n
+	}
+	if err := unix.Fsync(fd); err != nil {
+		return fail(err)
+	}
+	if m.chown {
+		_ = unix.Fchown(fd, m.uid, m.gid) // best effort: a foreign owner is not worth failing a write
+	}
+	if err := unix.Fchmod(fd, m.perm); err != nil {
+		return fail(err)
+	}
+	if err := unix.Close(fd); err != nil {
+		_ = unix.Unlinkat(pfd, name, 0)
+		return "", err
+	}
+	return name, nil
+}
+
+func syncDirFD(pfd int) {
+	if fd, err := unix.Openat(pfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		_ = unix.Fsync(fd)
+		unix.Close(fd)
+	}
+}
+
+// replaceAt atomically makes base in pfd hold data: temp file, fsync,
+// rename over. A hard link in base's place is replaced, not written
+// through.
+func replaceAt(pfd int, base string, data []byte, m fileMeta) error {
+	tmp, err := writeTemp(pfd, base, data, m)
+	if err != nil {
+		return err
+	}
+	if err := unix.Renameat(pfd, tmp, pfd, base); err != nil {
+		_ = unix.Unlinkat(pfd, tmp, 0)
+		return err
+	}
+	syncDirFD(pfd)
+	return nil
+}
+
+// WriteFile creates or replaces path atomically under the write rules:
+// off anywhere; read-only the scratch only; workspace-write the workdir,
+// the add-dirs and the scratch; restricted the workdir and the scratch.
+// The denylist, .git components and symlinks are always refused (off
+// refuses only symlinks). created reports a new file.
+func (fa *FileAccess) WriteFile(path string, data []byte, o WriteOptions) (created bool, err error) {
+	if err := fa.enter(); err != nil {
+		return false, err
+	}
+	defer fa.leave()
+	const op = "write"
+	t, err := fa.writeTarget(op, path)
+	if err != nil {
+		return false, err
+	}
+	if int64(len(data)) > fa.opts.MaxWriteBytes {
+		return false, fa.denial(op, t.display, RuleTooLarge)
+	}
+	pm := parentExisting
+	if o.CreateParents {
+		pm = parentCreate
+	}
+	pfd, _, _, made, err := fa.openParent(op, t, pm)
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(pfd)
+	exists, st, err := fa.targetKind(op, t.display, pfd, t.base)
+	if err == nil {
+		err = replaceAt(pfd, t.base, data, metaFor(exists, &st, o))
+		if err != nil {
+			err = filePathErr(op, t.display, err)
+		}
+	}
+	if err != nil {
+		undoDirs(made)
+		return false, err
+	}
+	closeDirs(made)
+	return !exists, nil
+}
+
+// Remove deletes a regular file under the write rules.
+func (fa *FileAccess) Remove(path string) error {
+	if err := fa.enter(); err != nil {
+		return err
+	}
+	defer fa.leave()
+	const op = "delete"
+	t, err := fa.writeTarget(op, path)
+	if err != nil {
+		return err
+	}
+	pfd, _, _, _, err := fa.openParent(op, t, parentExisting)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	exists, _, err := fa.targetKind(op, t.display, pfd, t.base)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return filePathErr(op, t.display, syscall.ENOENT)
+	}
+	if err := unix.Unlinkat(pfd, t.base, 0); err != nil {
+		return filePathErr(op, t.display, err)
+	}
+	return nil
+}
+
+// Rename moves a regular file; both ends follow the write rules, and an
+// existing destination is never replaced (RENAME_NOREPLACE).
+func (fa *FileAccess) Rename(from, to string) error {
+	if err := fa.enter(); err != nil {
+		return err
+	}
+	defer fa.leave()
+	const op = "rename"
+	ft, err := fa.writeTarget(op, from)
+	if err != nil {
+		return err
+	}
+	tt, err := fa.writeTarget(op, to)
+	if err != nil {
+		return err
+	}
+	fpfd, _, _, _, err := fa.openParent(op, ft, parentExisting)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fpfd)
+	tpfd, _, _, _, err := fa.openParent(op, tt, parentExisting)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tpfd)
+	exists, _, err := fa.targetKind(op, ft.display, fpfd, ft.base)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return filePathErr(op, ft.display, syscall.ENOENT)
+	}
+	if exists, _, err := fa.targetKind(op, tt.display, tpfd, tt.base); err != nil || exists {
+		if err == nil {
+			err = filePathErr(op, tt.display, syscall.EEXIST)
+		}
+		return err
+	}
+	err = unix.Renameat2(fpfd, ft.base, tpfd, tt.base, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		// A filesystem without RENAME_NOREPLACE: link (which never
+		// replaces) then unlink.
+		if err = unix.Linkat(fpfd, ft.base, tpfd, tt.base, 0); err == nil {
+			err = unix.Unlinkat(fpfd, ft.base, 0)
+		}
+	}
+	if err != nil {
+		return filePathErr(op, tt.display, err)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// Staged writes (apply_patch).
+
+type stageOp struct {
+	t   writeTarget
+	op  string // "write" or "delete"
+	pfd int    // where the temp file lives: the parent, or its deepest existing ancestor
+	// missing are the parent components still to be created (at Commit)
+	// below pfd, "" when the parent exists.
+	missing    string
+	parentReal string
+	tfd        int // the target's directory once it exists (== pfd unless missing)
+	del        bool
+	tmp        string // write: the staged temp file
+	existed    bool
+	orig       []byte
+	meta       fileMeta // the original's, for a restore
+	done       bool     // committed
+}
+
+// Stage collects writes and deletions that become visible together in
+// Commit, or not at all.
+type Stage struct {
+	fa       *FileAccess
+	mu       sync.Mutex
+	ops      []*stageOp
+	made     []createdDir // directories Commit created
+	finished bool
+	// beforeOp, when set (tests), runs before the i-th commit step.
+	beforeOp func(i int)
+}
+
+// NewStage starts an empty set of staged changes.
+func (fa *FileAccess) NewStage() *Stage { return &Stage{fa: fa} }
+
+// Write stages data as path's new content (same rules as WriteFile). The
+// content sits in a temp file beside the target (or, when its parent is to
+// be created, beside the deepest existing ancestor) until Commit; nothing
+// else is visible before.
+func (s *Stage) Write(path string, data []byte, o WriteOptions) error {
+	return s.add("write", path, data, o, false)
+}
+
+// Delete stages the removal of the regular file path (same rules as
+// Remove).
+func (s *Stage) Delete(path string) error {
+	return s.add("delete", path, nil, WriteOptions{}, true)
+}
+
+func (s *Stage) add(op, path string, data []byte, o WriteOptions, del bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
+		return errors.New("stage already committed or aborted")
+	}
+	fa := s.fa
+	if err := fa.enter(); err != nil {
+		return err
+	}
+	defer fa.leave()
+	t, err := fa.writeTarget(op, path)
+	if err != nil {
+		return err
+	}
+	if !del && int64(len(data)) > fa.opts.MaxWriteBytes {
+		return fa.denial(op, t.display, RuleTooLarge)
+	}
+	pm := parentExisting
+	if o.CreateParents && !del {
+		pm = parentAnchor
+	}
+	pfd, real, missing, _, err := fa.openParent(op, t, pm)
+	if err != nil {
+		return err
+	}
+	x := &stageOp{t: t, op: op, pfd: pfd, tfd: -1, missing: missing, parentReal: real, del: del}
+	if missing == "" {
+		x.tfd = pfd
+	}
+	fail := func(err error) error {
+		unix.Close(pfd)
+		return err
+	}
+	for _, y := range s.ops {
+		if y.key() == x.key() {
+			return fail(filePathErr(op, t.display, errors.New("staged twice in one change")))
+		}
+	}
+	var st unix.Stat_t
+	if missing == "" {
+		var exists bool
+		if exists, st, err = fa.targetKind(op, t.display, pfd, t.base); err != nil {
+			return fail(err)
+		}
+		if del && !exists {
+			return fail(filePathErr(op, t.display, syscall.ENOENT))
+		}
+		x.existed = exists
+	}
+	x.meta = metaFor(x.existed, &st, WriteOptions{})
+	if x.existed {
+		if x.orig, err = fa.readOriginal(op, t.display, pfd, t.base, &st); err != nil {
+			return fail(err)
+		}
+	}
+	if !del {
+		if x.tmp, err = writeTemp(pfd, t.base, data, metaFor(x.existed, &st, o)); err != nil {
+			return fail(filePathErr(op, t.display, err))
+		}
+	}
+	s.ops = append(s.ops, x)
+	return nil
+}
+
+func (x *stageOp) key() string { return filepath.Join(x.parentReal, x.missing, x.t.base) }
+
+// readOriginal captures the bytes a staged change may have to restore.
+func (fa *FileAccess) readOriginal(op, display string, pfd int, base string, pre *unix.Stat_t) ([]byte, error) {
+	if pre.Size > fa.opts.MaxReadBytes {
+		return nil, fa.denial(op, display, RuleTooLarge)
+	}
+	fd, err := openat2Retry(pfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, childResolve)
+	if err != nil {
+		return nil, fa.openErr(op, display, err, true)
+	}
+	f := os.NewFile(uintptr(fd), display)
+	defer f.Close()
+	st, err := fstatFD(fd)
+	if err != nil || !sameFile(&st, pre) {
+		return nil, filePathErr(op, display, errors.New("the file changed while it was staged"))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, fa.opts.MaxReadBytes+1))
+	if err != nil {
+		return nil, filePathErr(op, display, err)
+	}
+	if int64(len(data)) > fa.opts.MaxReadBytes {
+		return nil, fa.denial(op, display, RuleTooLarge)
+	}
+	return data, nil
+}
+
+// Commit makes every staged change visible, in order. If one fails, every
+// change already made is undone from the bytes captured at staging (created
+// files and directories removed, deleted files recreated), the remaining
+// temp files are removed, and the error is returned: the files are as they
+// were.
+func (s *Stage) Commit() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
+		return errors.New("stage already committed or aborted")
+	}
+	fa := s.fa
+	if err := fa.enter(); err != nil {
+		s.abortLocked()
+		return err
+	}
+	defer fa.leave()
+	// Preflight: every directory is still where it was staged and still
+	// allowed, every temp file is in place, every target is as found.
+	for _, x := range s.ops {
+		if err := s.preflight(x); err != nil {
+			s.abortLocked()
+			return err
+		}
+	}
+	for i, x := range s.ops {
+		if s.beforeOp != nil {
+			s.beforeOp(i)
+		}
+		if err := s.commitOp(x); err != nil {
+			err = filePathErr(x.op, x.t.display, err)
+			if rerr := s.rollback(i); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("restoring the files already changed: %w", rerr))
+			}
+			s.abortLocked()
+			return err
+		}
+		x.done = true
+	}
+	for _, x := range s.ops {
+		syncDirFD(x.tfd)
+	}
+	s.finished = true
+	s.release()
+	closeDirs(s.made)
+	s.made = nil
+	return nil
+}
+
+func (s *Stage) commitOp(x *stageOp) error {
+	if x.del {
+		return unix.Unlinkat(x.tfd, x.t.base, 0)
+	}
+	if x.tfd < 0 {
+		tfd, made, err := mkParents(x.pfd, x.missing)
+		s.made = append(s.made, made...)
+		if err != nil {
+			return err
+		}
+		x.tfd = tfd
+		// The new directories were made beneath a checked directory
+		// without following a link; the target must still be free.
+		if exists, _, err := s.fa.targetKind(x.op, x.t.display, tfd, x.t.base); err != nil || exists {
+			if err == nil {
+				err = syscall.EEXIST
+			}
+			return err
+		}
+	}
+	return unix.Renameat(x.pfd, x.tmp, x.tfd, x.t.base)
+}
+
+func (s *Stage) preflight(x *stageOp) error {
+	real, err := fdPath(x.pfd)
+	if err != nil || real != x.parentReal {
+		return filePathErr(x.op, x.t.display, errors.New("the directory moved since the change was staged"))
+	}
+	st, err := fstatFD(x.pfd)
+	if err != nil {
+		return filePathErr(x.op, x.t.display, err)
+	}
+	var within []string
+	if s.fa.mode != ModeOff {
+		within = []string{x.t.root.real, x.t.root.path}
+	}
+	if _, err := s.fa.checkFD(x.op, x.t.display, x.pfd, &st, within); err != nil {
+		return err
+	}
+	if !x.del {
+		var tst unix.Stat_t
+		if err := unix.Fstatat(x.pfd, x.tmp, &tst, unix.AT_SYMLINK_NOFOLLOW); err != nil || tst.Mode&unix.S_IFMT != unix.S_IFREG {
+			return filePathErr(x.op, x.t.display, errors.New("the staged content is gone"))
+		}
+	}
+	dir := x.pfd
+	if x.missing != "" {
+		// The parent did not exist; if it does now, it holds no link and
+		// not the target.
+		fd, err := openat2Retry(x.pfd, x.missing, unix.O_PATH|unix.O_DIRECTORY, strictResolve)
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if err != nil {
+			return s.fa.openErr(x.op, x.t.display, err, true)
+		}
+		defer unix.Close(fd)
+		dir = fd
+	}
+	exists, _, err := s.fa.targetKind(x.op, x.t.display, dir, x.t.base)
+	if err != nil {
+		return err
+	}
+	if exists != x.existed {
+		return filePathErr(x.op, x.t.display, errors.New("the file changed since the change was staged"))
+	}
+	return nil
+}
+
+// rollback undoes the committed steps before step n, newest first.
+func (s *Stage) rollback(n int) error {
+	var errs []error
+	for j := n - 1; j >= 0; j-- {
+		x := s.ops[j]
+		if !x.done {
+			continue
+		}
+		var err error
+		if x.existed {
+			err = replaceAt(x.tfd, x.t.base, x.orig, x.meta)
+		} else {
+			err = unix.Unlinkat(x.tfd, x.t.base, 0)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", x.t.display, err))
+		}
+		x.done = false
+	}
+	return errors.Join(errs...)
+}
+
+// Abort discards every staged change: temp files are removed. It is a
+// no-op after Commit.
+func (s *Stage) Abort() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
+		return
+	}
+	s.abortLocked()
+}
+
+func (s *Stage) abortLocked() {
+	for _, x := range s.ops {
+		if x.tmp != "" && !x.done {
+			_ = unix.Unlinkat(x.pfd, x.tmp, 0)
+		}
+	}
+	s.release()
+	undoDirs(s.made)
+	s.made = nil
+	s.finished = true
+}
+
+func (s *Stage) release() {
+	for _, x := range s.ops {
+		if x.tfd >= 0 && x.tfd != x.pfd {
+			unix.Close(x.tfd)
+		}
+		if x.pfd >= 0 {
+			unix.Close(x.pfd)
+		}
+		x.pfd, x.tfd = -1, -1
+	}
+}

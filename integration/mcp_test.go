@@ -1,0 +1,120 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// mcpConn is a real MCP client connected to the built server over stdio,
+// started the way an agent host starts it, as the fixture's identity.
+type mcpConn struct {
+	c        *client.Client
+	init     *mcp.InitializeResult
+	stderr   *lockedBuffer
+	mu       sync.Mutex
+	progress []string
+}
+
+
+// mcp starts the server with flags (in the worktree) and initialises it.
+func (e *env) mcp(t *testing.T, flags ...string) *mcpConn {
+	t.Helper()
+	e.chown(t)
+	m := &mcpConn{stderr: &lockedBuffer{}}
+	cmdFunc := func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
+		cmd := exec.CommandContext(ctx, command, args...)
+		cmd.Env = e.serverEnv(t)
+		cmd.Dir = e.work
+		if !e.id.root && os.Geteuid() == 0 {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(e.id.uid), Gid: uint32(e.id.gid)}}
+		}
+		return cmd, nil
+	}
+	c, err := client.NewStdioMCPClientWithOptions(binPath, nil, flags,
+		transport.WithCommandFunc(cmdFunc), transport.WithCommandStderrWriter(m.stderr))
+	if err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == "notifications/progress" {
+			if msg, ok := n.Params.AdditionalFields["message"].(string); ok {
+				m.mu.Lock()
+				m.progress = append(m.progress, msg)
+				m.mu.Unlock()
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	req.Params.ClientInfo = mcp.Implementation{Name: "evener-integration", Version: "1"}
+	m.init, err = c.Initialize(ctx, req)
+	if err != nil {
+		t.Fatalf("initialize: %v\nstderr:\n%s", err, m.stderr.String())
+	}
+	m.c = c
+	return m
+}
+
+// call invokes a tool and returns its result (tool errors included).
+func (m *mcpConn) call(t *testing.T, tool string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = tool
+	req.Params.Arguments = args
+	if tool == "shell" {
+		req.Params.Meta = &mcp.Meta{ProgressToken: "p-1"}
+	}
+	res, err := m.c.CallTool(ctx, req)
+	if err != nil {
+		t.Fatalf("%s %v: protocol error: %v\nstderr:\n%s", tool, args, err, m.stderr.String())
+	}
+	return res
+}
+
+// text is the concatenated text content of a result.
+func text(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// structured decodes a result's structured content.
+func structured(t *testing.T, r *mcp.CallToolResult) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(r.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+// denied reports whether r is a typed denial with the given rule.
+func denied(t *testing.T, r *mcp.CallToolResult, rule string) bool {
+	t.Helper()
+	s := structured(t, r)
+	return r.IsError && s["denied"] == true && (rule == "" || s["rule"] == rule)
+}
+
+func syscallMkfifo(p string) error { return syscall.Mkfifo(p, 0o644) }
