@@ -26,7 +26,6 @@ type mcpConn struct {
 	progress []string
 }
 
-
 // mcp starts the server with flags (in the worktree) and initialises it.
 func (e *env) mcp(t *testing.T, flags ...string) *mcpConn {
 	t.Helper()

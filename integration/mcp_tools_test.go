@@ -109,9 +109,13 @@ var fileCases = []fileCase{
 		}},
 	{"write nested new dirs", "write_file", func(e *env) map[string]any { return map[string]any{"path": "a/b/c.txt", "content": "x"} }, per("", "read-only-mode", "", ""), nil},
 	{"write sibling", "write_file", func(e *env) map[string]any { return map[string]any{"path": "../sibling/new", "content": "x"} }, per("", "read-only-mode", "outside-roots", "outside-roots"), nil},
-	{"write home", "write_file", func(e *env) map[string]any { return map[string]any{"path": filepath.Join(e.home, "new"), "content": "x"} }, per("", "read-only-mode", "outside-roots", "outside-roots"), nil},
+	{"write home", "write_file", func(e *env) map[string]any {
+		return map[string]any{"path": filepath.Join(e.home, "new"), "content": "x"}
+	}, per("", "read-only-mode", "outside-roots", "outside-roots"), nil},
 	{"write git config", "write_file", func(e *env) map[string]any { return map[string]any{"path": ".git/config", "content": "[core]\n"} }, per("", "git-metadata", "git-metadata", "git-metadata"), nil},
-	{"write git hook, odd case", "write_file", func(e *env) map[string]any { return map[string]any{"path": ".GIT/hooks/pre-commit", "content": "#!/bin/sh\n"} }, per("", "git-metadata", "git-metadata", "git-metadata"), nil},
+	{"write git hook, odd case", "write_file", func(e *env) map[string]any {
+		return map[string]any{"path": ".GIT/hooks/pre-commit", "content": "#!/bin/sh\n"}
+	}, per("", "git-metadata", "git-metadata", "git-metadata"), nil},
 	{"write through symlink", "write_file", func(e *env) map[string]any { return map[string]any{"path": "sib-link", "content": "clobbered"} }, per("symlink", "read-only-mode", "symlink", "symlink"),
 		func(t *testing.T, e *env, mode string, r *mcp.CallToolResult) {
 			if b, _ := os.ReadFile(filepath.Join(e.sibling, "notes")); string(b) != "sibling file\n" {
