@@ -57,6 +57,10 @@ func (e *env) mcp(t *testing.T, flags ...string) *mcpConn {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// The constructor starts the transport only; Start wires notifications.
+	if err := c.Start(ctx); err != nil {
+		t.Fatalf("start client: %v", err)
+	}
 	req := mcp.InitializeRequest{}
 	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	req.Params.ClientInfo = mcp.Implementation{Name: "evener-integration", Version: "1"}

@@ -126,7 +126,7 @@ func stageOp(d Deps, stage *confine.Stage, op textedit.FileOp) (PatchFile, error
 			if err != nil {
 				return PatchFile{}, err
 			}
-			if _, err := textedit.ApplyOp(textedit.FileOp{Kind: textedit.Update, Path: op.Path, Chunks: op.Chunks}, cur); err != nil {
+			if _, err := textedit.ApplyOp(op, cur); err != nil {
 				return PatchFile{}, fmt.Errorf("%s: the deletion does not match the file: %w", op.Path, err)
 			}
 		}
