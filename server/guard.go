@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"sync"
 	"unicode/utf8"
 )
@@ -158,10 +159,14 @@ func (g *guardedReader) reject(line []byte, msg string) {
 	var probe struct {
 		ID json.RawMessage `json:"id"`
 	}
-	_ = json.Unmarshal(line, &probe)
 	id := json.RawMessage("null")
-	if len(probe.ID) > 0 && len(probe.ID) < 200 {
-		id = probe.ID
+	if json.Unmarshal(line, &probe) == nil {
+		if len(probe.ID) > 0 && len(probe.ID) < 200 {
+			id = probe.ID
+		}
+	} else if m := leadingID.FindSubmatch(line); m != nil {
+		// A message cut short (too large): its id usually leads it.
+		id = m[1]
 	}
 	resp, _ := json.Marshal(map[string]any{
 		"jsonrpc": "2.0",
@@ -170,6 +175,9 @@ func (g *guardedReader) reject(line []byte, msg string) {
 	})
 	_, _ = g.out.Write(append(resp, '\n'))
 }
+
+// leadingID finds a top-level "id" before any nested object or array.
+var leadingID = regexp.MustCompile(`^\s*\{[^{}\[\]]*?"id"\s*:\s*(-?[0-9]{1,18}|"(?:[^"\\]|\\.){0,100}")`)
 
 // syncWriter serialises whole-message writes from mcp-go and the guard.
 type syncWriter struct {

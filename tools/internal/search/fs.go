@@ -5,6 +5,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"sync"
 )
 
 // Kind is the type of a directory entry as reported by an FS, which never
@@ -116,4 +117,26 @@ func splitDir(p string) (dir, base string) {
 		return "", p
 	}
 	return p[:i], p[i+1:]
+}
+
+// Serialized wraps an FS that is not safe for concurrent use so that its
+// ReadDir and Open calls are made one at a time. Reading an opened file is
+// not serialized: the ReadCloser is used by one goroutine.
+func Serialized(fsys FS) FS { return &serialFS{fsys: fsys} }
+
+type serialFS struct {
+	mu   sync.Mutex
+	fsys FS
+}
+
+func (s *serialFS) ReadDir(rel string, max int) ([]Entry, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fsys.ReadDir(rel, max)
+}
+
+func (s *serialFS) Open(rel string) (io.ReadCloser, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fsys.Open(rel)
 }

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/build"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -578,23 +579,21 @@ func TestGrepOSFS(t *testing.T) {
 	}
 }
 
-func mkfifo(path string) error {
-	if runtime.GOOS == "windows" {
-		return errors.ErrUnsupported
+func mkfifo(path string) error { return syscall.Mkfifo(path, 0o644) }
+
+// goSrc is $(go env GOROOT)/src, the tree the benchmarks search.
+func goSrc(b *testing.B) string {
+	src := filepath.Join(build.Default.GOROOT, "src")
+	if _, err := os.Stat(src); err != nil {
+		b.Skipf("no GOROOT source: %v", err)
 	}
-	return exec.Command("mkfifo", path).Run()
+	return src
 }
 
 // BenchmarkGrepGoTree greps "func main" over $GOROOT/src, the comparison
 // point with `rg -c 'func main' $(go env GOROOT)/src`.
 func BenchmarkGrepGoTree(b *testing.B) {
-	src := filepath.Join(runtime.GOROOT(), "src")
-	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
-		src = filepath.Join(strings.TrimSpace(string(out)), "src")
-	}
-	if _, err := os.Stat(src); err != nil {
-		b.Skipf("no GOROOT source: %v", err)
-	}
+	src := goSrc(b)
 	for _, mode := range []string{ModeFiles, ModeCount, ModeContent} {
 		b.Run(mode, func(b *testing.B) {
 			var res GrepResult
@@ -612,5 +611,68 @@ func BenchmarkGrepGoTree(b *testing.B) {
 			b.ReportMetric(float64(res.FilesSearched), "files")
 			b.SetBytes(res.BytesSearched)
 		})
+	}
+}
+
+// BenchmarkGrepGoTreeRegexp: regular expressions over $GOROOT/src, with
+// and without literals the prefilter can use.
+func BenchmarkGrepGoTreeRegexp(b *testing.B) {
+	src := goSrc(b)
+	for _, o := range []GrepOptions{
+		{Pattern: `\bNewReader\b`},
+		{Pattern: `func \w+\(`},
+		{Pattern: `foo|bar`},
+		{Pattern: "func main", IgnoreCase: true},
+		{Pattern: `\w+\d`}, // no literal: the regexp engine scans everything
+	} {
+		o.OutputMode, o.Limit = ModeCount, 100000
+		b.Run(o.Pattern, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Grep(context.Background(), NewOSFS(src), o); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// unsafeFS is an FS that must not be called concurrently: it fails the
+// test when two calls overlap.
+type unsafeFS struct {
+	*memFS
+	busy atomic.Bool
+	t    *testing.T
+}
+
+func (u *unsafeFS) enter() func() {
+	if !u.busy.CompareAndSwap(false, true) {
+		u.t.Error("concurrent FS call")
+	}
+	time.Sleep(50 * time.Microsecond)
+	return func() { u.busy.Store(false) }
+}
+
+func (u *unsafeFS) ReadDir(rel string, max int) ([]Entry, bool, error) {
+	defer u.enter()()
+	return u.memFS.ReadDir(rel, max)
+}
+
+func (u *unsafeFS) Open(rel string) (io.ReadCloser, error) {
+	defer u.enter()()
+	return u.memFS.Open(rel)
+}
+
+func TestSerialized(t *testing.T) {
+	files := map[string]string{}
+	for i := range 100 {
+		files[fmt.Sprintf("d%d/f%d", i%10, i)] = "hit\n"
+	}
+	u := &unsafeFS{memFS: newMemFS(files), t: t}
+	res := grep(t, Serialized(u), GrepOptions{Pattern: "hit", OutputMode: ModeFiles, Workers: 8})
+	if len(res.Files) != 100 {
+		t.Errorf("%d files", len(res.Files))
+	}
+	if _, err := Glob(Serialized(u), "**", GlobOptions{}); err != nil {
+		t.Error(err)
 	}
 }

@@ -23,6 +23,7 @@ const (
 type lineMatcher struct {
 	lit []byte         // searched with bytes.Index when re is nil
 	re  *regexp.Regexp // compiled so it can never match across a newline
+	pf  *prefilter     // candidate lines for re, when it has required literals
 }
 
 var errNewline = errors.New("grep matches within one line; the pattern cannot contain a newline")
@@ -65,7 +66,7 @@ func compileLineMatcher(pattern string, literal, ignoreCase bool) (*lineMatcher,
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadPattern, err)
 	}
-	return &lineMatcher{re: compiled}, nil
+	return &lineMatcher{re: compiled, pf: newPrefilter(re)}, nil
 }
 
 // lineOriented makes re match within single lines: it can never match
@@ -137,6 +138,9 @@ const scanWindow = 1 << 20
 // lines) and counts lines only up to each hit, so its cost is linear in
 // len(buf). It returns false when ctx was cancelled before the end.
 func (lm *lineMatcher) scan(ctx context.Context, buf []byte, hit func(lineHit) bool) bool {
+	if lm.pf != nil {
+		return lm.scanCandidates(ctx, buf, hit)
+	}
 	pos, line, counted := 0, 1, 0
 	for pos < len(buf) {
 		var s int
@@ -180,6 +184,40 @@ func (lm *lineMatcher) scan(ctx context.Context, buf []byte, hit func(lineHit) b
 		counted = start
 		if !hit(lineHit{start: start, end: end, line: line, at: s}) {
 			return true
+		}
+		pos = end + 1
+	}
+	return true
+}
+
+// scanCandidates is scan for a regexp with a prefilter: the regexp runs
+// only on the lines where a needle occurs. Every match lies within one
+// line and contains a needle, so no matching line is missed.
+func (lm *lineMatcher) scanCandidates(ctx context.Context, buf []byte, hit func(lineHit) bool) bool {
+	next := make([]int, len(lm.pf.needles))
+	for i := range next {
+		next[i] = -2
+	}
+	pos, line, counted := 0, 1, 0
+	for n := 0; pos < len(buf); n++ {
+		if n%1024 == 1023 && ctx.Err() != nil {
+			return false
+		}
+		c := lm.pf.find(buf, pos, next)
+		if c < 0 {
+			return true
+		}
+		start := pos + bytes.LastIndexByte(buf[pos:c], '\n') + 1
+		end := len(buf)
+		if i := bytes.IndexByte(buf[c:], '\n'); i >= 0 {
+			end = c + i
+		}
+		if loc := lm.re.FindIndex(buf[start:end]); loc != nil {
+			line += bytes.Count(buf[counted:start], []byte{'\n'})
+			counted = start
+			if !hit(lineHit{start: start, end: end, line: line, at: start + loc[0]}) {
+				return true
+			}
 		}
 		pos = end + 1
 	}
