@@ -286,8 +286,9 @@ func (fa *FileAccess) RefreshDenylist() {
 }
 
 func (st *denyState) deniedPath(p string) bool {
+	p = filepath.Clean(p) // once, not once per spelling
 	for _, s := range st.spellings {
-		if Within(p, s) {
+		if withinClean(p, s) {
 			return true
 		}
 	}

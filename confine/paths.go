@@ -164,11 +164,16 @@ func depth(p string) int {
 
 // Within reports whether p is root or lies beneath it, lexically.
 func Within(p, root string) bool {
-	p, root = filepath.Clean(p), filepath.Clean(root)
+	return withinClean(filepath.Clean(p), filepath.Clean(root))
+}
+
+// withinClean is Within for paths already cleaned (no allocation: it runs
+// for every denylist spelling on every file-tool call).
+func withinClean(p, root string) bool {
 	if root == "/" {
 		return true
 	}
-	return p == root || strings.HasPrefix(p, root+"/")
+	return p == root || (len(p) > len(root) && p[len(root)] == '/' && p[:len(root)] == root)
 }
 
 func canonicalDir(d string) (string, error) {

@@ -110,7 +110,7 @@ func ReadFile(d Deps) server.ServerTool {
 			res.Binary = true
 			return mcp.NewToolResultStructured(res, fmt.Sprintf("%s is a binary file (%d bytes); not shown as text.", info.Display, info.Size)), nil
 		}
-		text, err := readLines(io.MultiReader(bytes.NewReader(head), f), &res, a, d.Caps.ReadBytes)
+		text, err := readLines(io.MultiReader(bytes.NewReader(head), f), info.Size, &res, a, d.Caps.ReadBytes)
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", info.Display, err)
 		}
@@ -123,11 +123,18 @@ func ReadFile(d Deps) server.ServerTool {
 }
 
 // readLines counts every line and keeps the requested range byte-exact,
-// at most limit bytes of it. A NUL past the first 512 bytes still marks
-// the file binary.
-func readLines(r io.Reader, res *ReadResult, a readArgs, capBytes int64) (string, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+// at most capBytes of it. Files within the cap are read in one piece;
+// larger ones (only with a range) are streamed.
+func readLines(r io.Reader, size int64, res *ReadResult, a readArgs, capBytes int64) (string, error) {
 	first := max(a.Offset, 1)
+	if size <= capBytes {
+		b, err := io.ReadAll(io.LimitReader(r, capBytes+1))
+		if err != nil {
+			return "", err
+		}
+		return selectLines(b, first, res, a, capBytes)
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
 	var out strings.Builder
 	line := 0
 	for {
@@ -149,12 +156,52 @@ func readLines(r io.Reader, res *ReadResult, a readArgs, capBytes int64) (string
 			return "", err
 		}
 	}
-	res.TotalLines = line
-	res.More = a.Limit > 0 && first+a.Limit-1 < line
-	if first > line && line > 0 {
-		return "", fmt.Errorf("offset %d is past the end of the file (%d lines)", first, line)
+	return finishLines(out.String(), line, first, res, a)
+}
+
+// selectLines is readLines over a whole file in memory.
+func selectLines(b []byte, first int, res *ReadResult, a readArgs, capBytes int64) (string, error) {
+	total := bytes.Count(b, []byte{'\n'})
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		total++
 	}
-	return out.String(), nil
+	if first == 1 && (a.Limit == 0 || a.Limit >= total) {
+		res.Lines = total
+		return finishLines(string(b), total, first, res, a)
+	}
+	start, line := 0, 1
+	for line < first && start < len(b) {
+		i := bytes.IndexByte(b[start:], '\n')
+		if i < 0 {
+			start = len(b)
+			break
+		}
+		start += i + 1
+		line++
+	}
+	end := start
+	for n := 0; end < len(b) && (a.Limit == 0 || n < a.Limit); n++ {
+		i := bytes.IndexByte(b[end:], '\n')
+		if i < 0 {
+			end = len(b)
+		} else {
+			end += i + 1
+		}
+		res.Lines++
+	}
+	if int64(end-start) > capBytes {
+		return "", fmt.Errorf("the requested range is over the %d-byte cap; ask for fewer lines", capBytes)
+	}
+	return finishLines(string(b[start:end]), total, first, res, a)
+}
+
+func finishLines(text string, total, first int, res *ReadResult, a readArgs) (string, error) {
+	res.TotalLines = total
+	res.More = a.Limit > 0 && first+a.Limit-1 < total
+	if first > total && total > 0 {
+		return "", fmt.Errorf("offset %d is past the end of the file (%d lines)", first, total)
+	}
+	return text, nil
 }
 
 // escapeInvalidUTF8 shows every byte that is not valid UTF-8 as \xNN,

@@ -4,6 +4,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/evener-dev/evener-mcp/tools/internal/search"
@@ -15,6 +16,7 @@ import (
 // (bounded) for the length of one search.
 type dirFS struct {
 	root  *confine.Dir
+	mu    sync.Mutex // the search engines walk and read from several goroutines
 	cache map[string]*confine.Dir
 }
 
@@ -25,13 +27,15 @@ func newDirFS(root *confine.Dir) *dirFS {
 }
 
 func (f *dirFS) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	for _, d := range f.cache {
 		d.Close()
 	}
 	f.root.Close()
 }
 
-func (f *dirFS) dir(rel string) (*confine.Dir, error) {
+func (f *dirFS) dirLocked(rel string) (*confine.Dir, error) {
 	rel = path.Clean(rel)
 	if rel == "." || rel == "" {
 		return f.root, nil
@@ -39,7 +43,7 @@ func (f *dirFS) dir(rel string) (*confine.Dir, error) {
 	if d, ok := f.cache[rel]; ok {
 		return d, nil
 	}
-	parent, err := f.dir(path.Dir(rel))
+	parent, err := f.dirLocked(path.Dir(rel))
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +64,11 @@ func (f *dirFS) dir(rel string) (*confine.Dir, error) {
 }
 
 func (f *dirFS) ReadDir(rel string, max int) ([]search.Entry, bool, error) {
-	d, err := f.dir(rel)
+	// Held while the handle is used: eviction must never close a handle
+	// another goroutine is reading through.
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.dirLocked(rel)
 	if err != nil {
 		return nil, false, err
 	}
@@ -85,7 +93,9 @@ func (f *dirFS) ReadDir(rel string, max int) ([]search.Entry, bool, error) {
 }
 
 func (f *dirFS) Open(rel string) (io.ReadCloser, error) {
-	d, err := f.dir(path.Dir(path.Clean(rel)))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.dirLocked(path.Dir(path.Clean(rel)))
 	if err != nil {
 		return nil, err
 	}

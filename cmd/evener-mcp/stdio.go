@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/evener-dev/evener-mcp/config"
@@ -38,6 +39,13 @@ func runStdio(args []string) int {
 	caps := tools.DefaultCaps
 	if cfg.ShellTimeout > 0 {
 		caps.ShellTimeout = cfg.ShellTimeout
+	}
+	if path := os.Getenv("EVENER_MCP_CPUPROFILE"); path != "" {
+		// A developer's knob: profile the server's own work.
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()

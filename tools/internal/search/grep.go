@@ -28,8 +28,9 @@ type GrepOptions struct {
 	// Pattern is an RE2 regular expression (package regexp syntax), or a
 	// literal string when Literal is set. It is only ever a pattern: there
 	// is no command line, so "--pre=sh" searches for that text. Matching is
-	// line by line: "^" and "$" match at line boundaries, character classes
-	// and "." never match a newline, and a pattern with a literal newline is
+	// line by line: "^" and "\A" match at the start of a line, "$" and "\z"
+	// at its end (before "\n" or "\r\n"), character classes and "." never
+	// match a newline, and a pattern with a literal newline is
 	// ErrBadPattern.
 	Pattern    string
 	Literal    bool

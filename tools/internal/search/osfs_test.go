@@ -40,10 +40,12 @@ func osClean(rel string) (string, error) {
 	if rel == "." {
 		rel = ""
 	}
-	for _, c := range strings.Split(rel, "/") {
-		if rel != "" && (c == "" || c == "." || c == "..") {
+	for r := rel; r != ""; {
+		c, rest, _ := strings.Cut(r, "/")
+		if c == "" || c == "." || c == ".." {
 			return "", fs.ErrInvalid
 		}
+		r = rest
 	}
 	return rel, nil
 }

@@ -29,11 +29,11 @@ type lineMatcher struct {
 var errNewline = errors.New("grep matches within one line; the pattern cannot contain a newline")
 
 // compileLineMatcher compiles a grep pattern for searching whole buffers.
-// The regexp is rewritten so it can never match a newline (classes and "."
-// lose "\n", a literal newline is refused) with "^" and "$" matching at line
-// boundaries (see lineOriented): one FindIndex over the buffer then finds the first matching
-// line, and its start is a line start, so searching on from the next line
-// start gives the next matching line. Plain literals use bytes.Index.
+// The regexp is rewritten so it can never match a newline, with its
+// anchors at line boundaries (see lineOriented): one FindIndex over the
+// buffer then finds the first matching line, and searching on from the
+// next line start finds the next. Plain literals use bytes.Index; regexps
+// with required literals get a prefilter.
 func compileLineMatcher(pattern string, literal, ignoreCase bool) (*lineMatcher, error) {
 	if len(pattern) > maxPatternBytes {
 		return nil, fmt.Errorf("%w: longer than %d bytes", ErrBadPattern, maxPatternBytes)
