@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,6 +77,10 @@ func startLineClient(b *testing.B, dir, command string, args ...string) *lineCli
 	cmd := exec.Command(command, args...)
 	cmd.Dir = dir
 	cmd.Env = []string{"HOME=" + os.Getenv("HOME"), "PATH=" + os.Getenv("PATH")}
+	return startLine(b, cmd)
+}
+
+func startLine(b *testing.B, cmd *exec.Cmd) *lineClient {
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -141,23 +146,43 @@ func BenchmarkReadFileVsReference(b *testing.B) {
 	b.ReportMetric(oRate/rRate, "speedup")
 }
 
-// BenchmarkShellVsBwrap: a shell call running `true` over stdio against
-// bare bubblewrap running `true`, alternated. Target: within 1.5x.
+// BenchmarkShellVsBwrap: a shell call running `true` over stdio (minimal
+// line client) against bare bubblewrap running `true`, alternated, as root
+// and as the unprivileged user. Target: within 1.5x.
 func BenchmarkShellVsBwrap(b *testing.B) {
-	dir := b.TempDir()
-	ours := benchClient(b, dir, binPath, "--sandbox", "workspace-write", "--sandbox-net", "off", "--workdir", dir)
-	var a, c []time.Duration
-	for i := 0; i < b.N; i++ {
-		a = append(a, callN(b, ours, 1, "shell", map[string]any{"command": "true"}))
-		start := time.Now()
-		if out, err := exec.Command("bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net", "true").CombinedOutput(); err != nil {
-			b.Fatalf("bwrap: %v %s", err, out)
-		}
-		c = append(c, time.Since(start))
+	for _, id := range identities(b) {
+		b.Run(id.name, func(b *testing.B) {
+			e := newEnv(b, id)
+			e.chown(b)
+			lc := startLineClientAs(b, e, binPath, "--sandbox", "workspace-write", "--sandbox-net", "off")
+			var a, c []time.Duration
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				resp := lc.roundTrip(b, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"shell","arguments":{"command":"true"}}}`, i+1))
+				a = append(a, time.Since(start))
+				if !strings.Contains(resp, `"exit_code":0`) {
+					b.Fatalf("shell: %s", resp)
+				}
+				c = append(c, timeCmd(b, e, exec.Command("bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net", "true")))
+			}
+			b.ReportMetric(float64(median(a).Microseconds())/1000, "shell-ms")
+			b.ReportMetric(float64(median(c).Microseconds())/1000, "bwrap-ms")
+			b.ReportMetric(float64(median(a))/float64(median(c)), "ratio")
+		})
 	}
-	b.ReportMetric(float64(median(a).Microseconds())/1000, "shell-ms")
-	b.ReportMetric(float64(median(c).Microseconds())/1000, "bwrap-ms")
-	b.ReportMetric(float64(median(a))/float64(median(c)), "ratio")
+}
+
+// startLineClientAs starts the server in the fixture's worktree as its
+// identity.
+func startLineClientAs(b *testing.B, e *env, command string, args ...string) *lineClient {
+	b.Helper()
+	cmd := exec.Command(command, args...)
+	cmd.Dir = e.work
+	cmd.Env = e.serverEnv(b)
+	if !e.id.root && os.Geteuid() == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(e.id.uid), Gid: uint32(e.id.gid)}}
+	}
+	return startLine(b, cmd)
 }
 
 // BenchmarkGrepVsRipgrep: grep for a literal across the Go source tree

@@ -47,7 +47,7 @@ func BenchmarkExecVsBwrap(b *testing.B) {
 	}
 }
 
-func timeCmd(b *testing.B, e *env, cmd *exec.Cmd) time.Duration {
+func timeCmd(b testing.TB, e *env, cmd *exec.Cmd) time.Duration {
 	cmd.Dir = e.work
 	cmd.Env = []string{"HOME=" + e.home, "PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + e.root}
 	if !e.id.root && os.Geteuid() == 0 {
