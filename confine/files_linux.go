@@ -658,6 +658,7 @@ type Dir struct {
 	fd      int
 	display string
 	real    string
+	dev     uint64 // the directory's device, from fstat of its handle
 	within  []string
 	mu      sync.Mutex
 }
@@ -688,7 +689,7 @@ func (fa *FileAccess) OpenDir(path string) (*Dir, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	return &Dir{fa: fa, fd: fd, display: t.display, real: real, within: t.within}, nil
+	return &Dir{fa: fa, fd: fd, display: t.display, real: real, dev: uint64(st.Dev), within: t.within}, nil
 }
 
 // Display is the directory's path as the model should see it.
@@ -809,7 +810,7 @@ func (d *Dir) OpenDir(name string) (*Dir, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	return &Dir{fa: d.fa, fd: fd, display: display, real: real, within: d.within}, nil
+	return &Dir{fa: d.fa, fd: fd, display: display, real: real, dev: uint64(st.Dev), within: d.within}, nil
 }
 
 // OpenFile opens a direct child regular file for reading, never through a
@@ -854,7 +855,17 @@ func (d *Dir) OpenFile(name string) (*os.File, error) {
 		}
 		return nil, filePathErr(op, display, err)
 	}
-	if _, err := d.fa.checkFD(op, display, fd, &st, d.within); err != nil {
+	if uint64(st.Dev) == d.dev && d.fa.mode != ModeOff {
+		// A regular file opened beneath this handle with no symlink on the
+		// way, on the handle's own filesystem (so not a procfs or sysfs
+		// mount): its real path is the handle's plus its name, and reading
+		// it back from /proc for every file of a walk would double the
+		// cost of a grep. Its identity is still judged.
+		if ds := d.fa.denyNow(); ds.deniedPath(d.real+"/"+name) || ds.deniedStat(&st) {
+			unix.Close(fd)
+			return nil, d.fa.denial(op, display, RuleDenylist)
+		}
+	} else if _, err := d.fa.checkFD(op, display, fd, &st, d.within); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}

@@ -142,16 +142,36 @@ func (o *GrepOptions) withDefaults() error {
 	return nil
 }
 
-// job is one file to search; seq is its place in tree order.
+// job is one file to search.
 type job struct {
-	seq  int
 	path string
 	size int64 // from the listing; -1 when unknown
 }
 
+// batch is a run of consecutive files (in tree order) for one worker;
+// seq is its place among batches. Handing files over in batches keeps the
+// channel and scheduler traffic per file low.
+type batch struct {
+	seq  int
+	jobs []job
+}
+
+// batchResult holds the results of a batch's files, in order.
+type batchResult struct {
+	seq     int
+	results []fileResult
+}
+
+// Batches close at maxBatchFiles files or about maxBatchBytes of listed
+// file size (unknown sizes count as unknownSize), whichever comes first.
+const (
+	maxBatchFiles = 32
+	maxBatchBytes = 1 << 20
+	unknownSize   = 16 << 10
+)
+
 // fileResult is what searching one file produced.
 type fileResult struct {
-	seq        int
 	path       string
 	canceled   bool
 	searched   bool
@@ -222,28 +242,33 @@ func Grep(ctx context.Context, fsys FS, o GrepOptions) (GrepResult, error) {
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	jobs := make(chan job, o.Workers)
-	results := make(chan fileResult, o.Workers)
-	// window bounds how far the workers may run ahead of the file the
+	batches := make(chan batch, o.Workers)
+	results := make(chan batchResult, o.Workers)
+	// window bounds how far the workers may run ahead of the batch the
 	// collector waits for, and so the results held out of order.
-	window := make(chan struct{}, 2*o.Workers+8)
+	window := make(chan struct{}, 2*o.Workers+2)
 	go func() {
-		defer close(jobs)
+		defer close(batches)
 		if single != nil {
 			window <- struct{}{}
-			jobs <- *single
+			batches <- batch{jobs: []job{*single}}
 			return
 		}
-		gw := grepWalker{ctx: wctx, w: w, inc: inc, base: base, jobs: jobs, window: window}
+		gw := grepWalker{ctx: wctx, w: w, inc: inc, base: base, batches: batches, window: window}
 		gw.dir(base, ents)
+		gw.flush()
 	}()
 	var wg sync.WaitGroup
 	for range o.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := range jobs {
-				results <- s.file(wctx, j)
+			for b := range batches {
+				br := batchResult{seq: b.seq, results: make([]fileResult, len(b.jobs))}
+				for i, j := range b.jobs {
+					br.results[i] = s.file(wctx, j)
+				}
+				results <- br
 			}
 		}()
 	}
@@ -261,25 +286,27 @@ func Grep(ctx context.Context, fsys FS, o GrepOptions) (GrepResult, error) {
 	case ModeCount:
 		res.Counts = []FileCount{}
 	}
-	pending := make(map[int]fileResult)
+	pending := make(map[int]batchResult)
 	next, stopped := 0, false
-	for r := range results {
+	for br := range results {
 		if stopped {
 			continue // drain: the workers skip what is left
 		}
-		pending[r.seq] = r
-		for {
-			r, ok := pending[next]
+		pending[br.seq] = br
+		for !stopped {
+			br, ok := pending[next]
 			if !ok {
 				break
 			}
 			delete(pending, next)
 			next++
 			<-window
-			if c.add(r) {
-				stopped = true
-				cancel()
-				break
+			for _, r := range br.results {
+				if c.add(r) {
+					stopped = true
+					cancel()
+					break
+				}
 			}
 		}
 	}
@@ -372,14 +399,36 @@ func (c *collector) add(r fileResult) bool {
 
 // grepWalker walks the tree in order and hands files to the workers.
 type grepWalker struct {
-	ctx    context.Context
-	w      *walker
-	inc    *includeSet
-	base   string
-	jobs   chan<- job
-	window chan<- struct{}
-	seq    int
-	stop   bool
+	ctx     context.Context
+	w       *walker
+	inc     *includeSet
+	base    string
+	batches chan<- batch
+	window  chan<- struct{}
+	seq     int
+	stop    bool
+	pending []job // the batch being filled
+	bytes   int64 // its listed size
+}
+
+// flush hands the pending batch to the workers.
+func (g *grepWalker) flush() {
+	if len(g.pending) == 0 || g.stop {
+		return
+	}
+	select {
+	case g.window <- struct{}{}:
+	case <-g.ctx.Done():
+		g.stop = true
+		return
+	}
+	select {
+	case g.batches <- batch{seq: g.seq, jobs: g.pending}:
+		g.seq++
+		g.pending, g.bytes = nil, 0
+	case <-g.ctx.Done():
+		g.stop = true
+	}
 }
 
 func (g *grepWalker) dir(dir string, ents []Entry) {
@@ -415,18 +464,14 @@ func (g *grepWalker) dir(dir string, ents []Entry) {
 			if g.inc != nil && !g.inc.match(rel, g.base) {
 				continue
 			}
-			select {
-			case g.window <- struct{}{}:
-			case <-g.ctx.Done():
-				g.stop = true
-				return
+			g.pending = append(g.pending, job{path: rel, size: e.Size})
+			if e.Size >= 0 {
+				g.bytes += e.Size
+			} else {
+				g.bytes += unknownSize
 			}
-			select {
-			case g.jobs <- job{seq: g.seq, path: rel, size: e.Size}:
-				g.seq++
-			case <-g.ctx.Done():
-				g.stop = true
-				return
+			if len(g.pending) >= maxBatchFiles || g.bytes >= maxBatchBytes {
+				g.flush()
 			}
 		}
 	}

@@ -238,7 +238,7 @@ type searcher struct {
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
 func (s *searcher) file(ctx context.Context, j job) fileResult {
-	r := fileResult{seq: j.seq, path: j.path}
+	r := fileResult{path: j.path}
 	if ctx.Err() != nil {
 		r.canceled = true
 		return r
@@ -285,7 +285,7 @@ func (s *searcher) file(ctx context.Context, j job) fileResult {
 		r.count = len(r.matches)
 	}
 	if !complete {
-		return fileResult{seq: j.seq, path: j.path, canceled: true}
+		return fileResult{path: j.path, canceled: true}
 	}
 	return r
 }
