@@ -47,19 +47,19 @@ func Glob(d Deps) server.ServerTool {
 		annotations("Find files by pattern", true, false, true, false),
 	)
 	return server.ServerTool{Tool: tool, Handler: handler(d, "glob", func(ctx context.Context, req mcp.CallToolRequest, a globArgs) (*mcp.CallToolResult, error) {
-		fsys, file, err := searchRoot(d, a.Path)
+		fsys, sub, isFile, err := searchRoot(d, a.Path)
 		if err != nil {
 			return nil, err
 		}
 		defer fsys.close()
-		if file != "" {
+		if isFile {
 			return nil, fmt.Errorf("path %s is a file, not a directory", a.Path)
 		}
 		pattern := strings.TrimPrefix(a.Pattern, "./")
 		if path.IsAbs(pattern) || strings.HasPrefix(pattern, "../") || pattern == ".." {
 			return nil, fmt.Errorf("pattern %q must be relative to path (set path to search elsewhere)", a.Pattern)
 		}
-		r, err := search.Glob(fsys, pattern, search.GlobOptions{Limit: d.Caps.Results * 2})
+		r, err := search.Glob(fsys, pattern, search.GlobOptions{Path: sub, Limit: d.Caps.Results * 2})
 		if err != nil {
 			return nil, err
 		}

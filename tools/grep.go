@@ -87,7 +87,7 @@ func Grep(d Deps) server.ServerTool {
 		annotations("Search file contents", true, false, true, false),
 	)
 	return server.ServerTool{Tool: tool, Handler: handler(d, "grep", func(ctx context.Context, req mcp.CallToolRequest, a grepArgs) (*mcp.CallToolResult, error) {
-		fsys, file, err := searchRoot(d, a.Path)
+		fsys, sub, _, err := searchRoot(d, a.Path)
 		if err != nil {
 			return nil, err
 		}
@@ -97,7 +97,7 @@ func Grep(d Deps) server.ServerTool {
 			mode = search.ModeContent
 		}
 		o := search.GrepOptions{Pattern: a.Pattern, Literal: a.Literal, IgnoreCase: a.IgnoreCase, Context: a.Context,
-			Path: file, OutputMode: mode, Limit: a.Limit, MaxFileBytes: d.Caps.ReadBytes}
+			Path: sub, OutputMode: mode, Limit: a.Limit, MaxFileBytes: d.Caps.ReadBytes}
 		if o.Limit == 0 {
 			o.Limit = d.Caps.Results
 		}
@@ -115,6 +115,15 @@ func Grep(d Deps) server.ServerTool {
 		case search.ModeContent:
 			res.Matches = make([]GrepMatch, 0, len(r.Matches))
 			for _, m := range r.Matches {
+				// Raw bytes that are not UTF-8 are shown as \xNN, never
+				// silently replaced by JSON encoding.
+				m.Text = escapeInvalidUTF8(m.Text)
+				for i := range m.Before {
+					m.Before[i] = escapeInvalidUTF8(m.Before[i])
+				}
+				for i := range m.After {
+					m.After[i] = escapeInvalidUTF8(m.After[i])
+				}
 				p := joinDisplay(root, m.Path)
 				res.Matches = append(res.Matches, GrepMatch{Path: p, Line: m.Line, Text: m.Text, Before: m.Before, After: m.After})
 				for i, l := range m.Before {

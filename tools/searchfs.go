@@ -102,32 +102,36 @@ func (f *dirFS) Open(rel string) (io.ReadCloser, error) {
 	return d.OpenFile(path.Base(rel))
 }
 
-// searchRoot opens the directory a glob or grep starts from: p itself when
-// it is a directory, else its parent (and the file's name is returned).
-func searchRoot(d Deps, p string) (*dirFS, string, error) {
+// searchRoot opens the directory a glob or grep walks from. A path inside
+// the workdir is searched from the workdir itself, so every .gitignore on
+// the way applies and results come back workdir-relative; the returned sub
+// path names what to search within that root. A path elsewhere (the read-
+// anywhere modes) is its own root, or its parent when it is a file.
+func searchRoot(d Deps, p string) (fsys *dirFS, sub string, isFile bool, err error) {
 	if p == "" {
 		p = "."
 	}
 	info, err := d.Files.Stat(p)
 	if err != nil {
-		return nil, "", err
-	}
-	if info.IsDir {
-		root, err := d.Files.OpenDir(p)
-		if err != nil {
-			return nil, "", err
-		}
-		return newDirFS(root), "", nil
+		return nil, "", false, err
 	}
 	abs, _, err := d.Files.Resolve(p)
 	if err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
-	root, err := d.Files.OpenDir(path.Dir(abs))
+	root, sub := abs, ""
+	if !info.IsDir {
+		root, sub = path.Dir(abs), path.Base(abs)
+	}
+	if wd := d.Policy.Workdir(); abs == wd || strings.HasPrefix(abs, wd+"/") {
+		root = wd
+		sub = strings.TrimPrefix(strings.TrimPrefix(abs, wd), "/")
+	}
+	dir, err := d.Files.OpenDir(root)
 	if err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
-	return newDirFS(root), path.Base(abs), nil
+	return newDirFS(dir), sub, !info.IsDir, nil
 }
 
 // joinDisplay joins a root's display path and a relative result path.

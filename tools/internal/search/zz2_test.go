@@ -1,3 +1,0 @@
-package search
-import "bytes"
-func bytesIndex(d []byte) bool { return bytes.Index(d, []byte("func main")) >= 0 }
