@@ -286,7 +286,12 @@ func (fa *FileAccess) RefreshDenylist() {
 }
 
 func (st *denyState) deniedPath(p string) bool {
-	p = filepath.Clean(p) // once, not once per spelling
+	return st.deniedClean(filepath.Clean(p)) // once, not once per spelling
+}
+
+// deniedClean is deniedPath for a path already clean (a verified
+// directory's real path joined with one validated name).
+func (st *denyState) deniedClean(p string) bool {
 	for _, s := range st.spellings {
 		if withinClean(p, s) {
 			return true
@@ -370,6 +375,14 @@ func readlinkAt(dirfd int, name string) string {
 		}
 	}
 	return ""
+}
+
+// joinClean joins a clean absolute directory and a validated child name.
+func joinClean(dir, name string) string {
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
 }
 
 func clearNonblock(fd int) {
@@ -660,7 +673,9 @@ type Dir struct {
 	real    string
 	dev     uint64 // the directory's device, from fstat of its handle
 	within  []string
-	mu      sync.Mutex
+	// mu: Entries (which seeks the shared handle) and Close are
+	// exclusive; opening children only reads the handle, so many may run.
+	mu sync.RWMutex
 }
 
 // OpenDir opens a directory under the read rules (a symlink on the way is
@@ -768,7 +783,7 @@ func (d *Dir) Entries(max int) ([]DirEntry, bool, error) {
 		if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			continue // vanished since it was listed
 		}
-		if ds != nil && (ds.deniedPath(d.real+"/"+name) || ds.deniedStat(&st)) {
+		if ds != nil && (ds.deniedClean(joinClean(d.real, name)) || ds.deniedStat(&st)) {
 			continue
 		}
 		e := DirEntry{Name: name, Kind: kindFromUnix(st.Mode), Size: st.Size, Mode: fileModeFromUnix(st.Mode)}
@@ -784,8 +799,8 @@ const childResolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESO
 
 // OpenDir opens a direct child directory, never through a symlink.
 func (d *Dir) OpenDir(name string) (*Dir, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.mu.RLock()
+	defer d.mu.RUnlock()
 	const op = "list"
 	display := d.child(name)
 	if d.fd < 0 {
@@ -816,8 +831,8 @@ func (d *Dir) OpenDir(name string) (*Dir, error) {
 // OpenFile opens a direct child regular file for reading, never through a
 // symlink; FIFOs, sockets and devices are refused without being opened.
 func (d *Dir) OpenFile(name string) (*os.File, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.mu.RLock()
+	defer d.mu.RUnlock()
 	const op = "read"
 	display := d.child(name)
 	if d.fd < 0 {
@@ -861,7 +876,7 @@ func (d *Dir) OpenFile(name string) (*os.File, error) {
 		// mount): its real path is the handle's plus its name, and reading
 		// it back from /proc for every file of a walk would double the
 		// cost of a grep. Its identity is still judged.
-		if ds := d.fa.denyNow(); ds.deniedPath(d.real+"/"+name) || ds.deniedStat(&st) {
+		if ds := d.fa.denyNow(); ds.deniedClean(joinClean(d.real, name)) || ds.deniedStat(&st) {
 			unix.Close(fd)
 			return nil, d.fa.denial(op, display, RuleDenylist)
 		}

@@ -12,40 +12,66 @@ import (
 
 // dirFS presents a confine.Dir tree to the search engines. Every step goes
 // through the held root handle one component at a time, so a walk never
-// follows a symlink and never leaves the tree; opened directories are kept
-// (bounded) for the length of one search.
+// follows a symlink and never leaves the tree. Opened directories are kept
+// for the length of one search, at most dirFSCache of them idle; a handle
+// in use by one of the search's goroutines is never evicted.
 type dirFS struct {
 	root  *confine.Dir
 	mu    sync.Mutex // the search engines walk and read from several goroutines
-	cache map[string]*confine.Dir
+	cache map[string]*cachedDir
+}
+
+type cachedDir struct {
+	d    *confine.Dir
+	refs int
 }
 
 const dirFSCache = 256
 
 func newDirFS(root *confine.Dir) *dirFS {
-	return &dirFS{root: root, cache: map[string]*confine.Dir{}}
+	return &dirFS{root: root, cache: map[string]*cachedDir{}}
 }
 
 func (f *dirFS) close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, d := range f.cache {
-		d.Close()
+	for _, c := range f.cache {
+		c.d.Close()
 	}
 	f.root.Close()
 }
 
-func (f *dirFS) dirLocked(rel string) (*confine.Dir, error) {
+// acquire returns the handle for rel, pinned until release.
+func (f *dirFS) acquire(rel string) (*confine.Dir, func(), error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	rel = path.Clean(rel)
 	if rel == "." || rel == "" {
-		return f.root, nil
+		return f.root, func() {}, nil
 	}
-	if d, ok := f.cache[rel]; ok {
-		return d, nil
-	}
-	parent, err := f.dirLocked(path.Dir(rel))
+	c, err := f.lookupLocked(rel)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	c.refs++
+	return c.d, func() {
+		f.mu.Lock()
+		c.refs--
+		f.mu.Unlock()
+	}, nil
+}
+
+func (f *dirFS) lookupLocked(rel string) (*cachedDir, error) {
+	if c, ok := f.cache[rel]; ok {
+		return c, nil
+	}
+	parent := f.root
+	if pr := path.Dir(rel); pr != "." {
+		pc, err := f.lookupLocked(pr)
+		if err != nil {
+			return nil, err
+		}
+		parent = pc.d
 	}
 	d, err := parent.OpenDir(path.Base(rel))
 	if err != nil {
@@ -53,25 +79,23 @@ func (f *dirFS) dirLocked(rel string) (*confine.Dir, error) {
 	}
 	if len(f.cache) >= dirFSCache {
 		for k, v := range f.cache {
-			if !strings.HasPrefix(rel, k+"/") {
-				v.Close()
+			if v.refs == 0 && !strings.HasPrefix(rel, k+"/") {
+				v.d.Close()
 				delete(f.cache, k)
 			}
 		}
 	}
-	f.cache[rel] = d
-	return d, nil
+	c := &cachedDir{d: d}
+	f.cache[rel] = c
+	return c, nil
 }
 
 func (f *dirFS) ReadDir(rel string, max int) ([]search.Entry, bool, error) {
-	// Held while the handle is used: eviction must never close a handle
-	// another goroutine is reading through.
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	d, err := f.dirLocked(rel)
+	d, release, err := f.acquire(rel)
 	if err != nil {
 		return nil, false, err
 	}
+	defer release()
 	ents, truncated, err := d.Entries(max)
 	if err != nil {
 		return nil, false, err
@@ -93,12 +117,11 @@ func (f *dirFS) ReadDir(rel string, max int) ([]search.Entry, bool, error) {
 }
 
 func (f *dirFS) Open(rel string) (io.ReadCloser, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	d, err := f.dirLocked(path.Dir(path.Clean(rel)))
+	d, release, err := f.acquire(path.Dir(path.Clean(rel)))
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	return d.OpenFile(path.Base(rel))
 }
 
