@@ -1,0 +1,97 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestCheckJSON(t *testing.T) {
+	cases := []struct {
+		name, in string
+		wantErr  string
+	}{
+		{"plain", `{"a":1,"b":{"c":[1,2,{"d":3}]}}`, ""},
+		{"duplicate top", `{"a":1,"a":2}`, "duplicate key"},
+		{"duplicate nested", `{"p":{"path":"x","path":"y"}}`, "duplicate key"},
+		{"same key in sibling objects", `{"a":{"k":1},"b":{"k":2}}`, ""},
+		{"same key in array items", `[{"k":1},{"k":2}]`, ""},
+		{"case differs", `{"path":1,"Path":2}`, ""},
+		{"key after nested value", `{"a":{"x":1},"a":2}`, "duplicate key"},
+		{"string value equal to a key", `{"a":"a","b":"a"}`, ""},
+		{"deep", strings.Repeat("[", 65) + strings.Repeat("]", 65), "nested deeper"},
+		{"not deep enough to refuse", strings.Repeat("[", 60) + strings.Repeat("]", 60), ""},
+		{"syntax error left to the library", `{"a":`, ""},
+	}
+	for _, c := range cases {
+		err := checkJSON([]byte(c.in))
+		if (err == nil) != (c.wantErr == "") || (err != nil && !strings.Contains(err.Error(), c.wantErr)) {
+			t.Errorf("%s: err %v, want %q", c.name, err, c.wantErr)
+		}
+	}
+}
+
+func TestGuardedReader(t *testing.T) {
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"x","params":{"a":1,"a":2}}`,
+		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"\xff\"}",
+		`{"jsonrpc":"2.0","id":4,"method":"ping"}`,
+	}, "\n") + "\n"
+	var out bytes.Buffer
+	g := newGuardedReader(strings.NewReader(in), &syncWriter{w: &out})
+	passed, _ := io.ReadAll(g)
+	if got := strings.Count(string(passed), "\n"); got != 2 || !strings.Contains(string(passed), `"id":4`) {
+		t.Errorf("passed on:\n%s", passed)
+	}
+	var ids []string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) != nil {
+			t.Fatalf("rejection is not JSON: %q", l)
+		}
+		ids = append(ids, string(mustJSON(m["id"])))
+	}
+	if strings.Join(ids, ",") != "2,3" {
+		t.Errorf("rejected ids %v, want 2,3", ids)
+	}
+}
+
+func TestGuardedReaderOversized(t *testing.T) {
+	big := `{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"x":"` + strings.Repeat("y", MaxMessageBytes+10) + `"}}` + "\n" + `{"jsonrpc":"2.0","id":78,"method":"ping"}` + "\n"
+	var out bytes.Buffer
+	passed, _ := io.ReadAll(newGuardedReader(strings.NewReader(big), &syncWriter{w: &out}))
+	if !strings.Contains(out.String(), `"id":77`) || !strings.Contains(out.String(), "larger than") {
+		t.Errorf("oversized message not answered with its id: %q", out.String()[:min(200, out.Len())])
+	}
+	if string(passed) != `{"jsonrpc":"2.0","id":78,"method":"ping"}`+"\n" {
+		t.Errorf("the next message was not passed on intact: %q", passed)
+	}
+}
+
+func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
+
+// FuzzCheckJSON: never panics, and a document re-encoded from a decoded
+// value (whose objects cannot repeat a key) is never refused unless it is
+// nested too deep.
+func FuzzCheckJSON(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a":1,"a":2}`, `[[[]]]`, `{"a":{"b":[{"c":1,"c":2}]}}`, `"x"`, `{`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_ = checkJSON(b)
+		var v any
+		if json.Unmarshal(b, &v) != nil {
+			return
+		}
+		canon, err := json.Marshal(v)
+		if err != nil {
+			return
+		}
+		if err := checkJSON(canon); err != nil && !strings.Contains(err.Error(), "nested deeper") {
+			t.Fatalf("refused %q (from %q): %v", canon, b, err)
+		}
+	})
+}
