@@ -95,3 +95,24 @@ func TestMCPShell(t *testing.T) {
 		}
 	})
 }
+
+// TestMCPDelegateFloor: a session whose tools include no mutation tool runs
+// its shell read-only, even when the server's mode would let it write.
+func TestMCPDelegateFloor(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		for _, mode := range []string{"workspace-write", "off"} {
+			e := newEnv(t, id)
+			m := e.mcp(t, "--sandbox", mode, "--sandbox-net", "off", "--tools", "read_file,grep,glob,list_dir,shell")
+			if !strings.Contains(m.init.Instructions, "sandbox: read-only") {
+				t.Errorf("%s: the preamble does not say read-only:\n%s", mode, m.init.Instructions)
+			}
+			r := m.call(t, "shell", map[string]any{"command": "echo x > planted.txt; cat README"})
+			if _, err := os.Stat(filepath.Join(e.work, "planted.txt")); err == nil {
+				t.Errorf("%s: a read-only delegate's shell wrote the worktree", mode)
+			}
+			if !strings.Contains(structured(t, r)["output"].(string), "worktree file") {
+				t.Errorf("%s: the delegate's shell cannot read: %s", mode, text(r))
+			}
+		}
+	})
+}
