@@ -34,6 +34,24 @@ type Session struct {
 	closed  bool
 	// EnvPassthrough are extra variable names a trusted layer lets through.
 	envPass []string
+	egress  *EgressBridge
+	exe     string // this binary, for the egress relay
+}
+
+// SetEgress hands the launcher the bridge to the session's proxies. With
+// the network on, a sandboxed spawn without one is refused.
+func (s *Session) SetEgress(b EgressBridge) error {
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil {
+		return fmt.Errorf("locate this binary for the egress relay: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.egress, s.exe = &b, exe
+	return nil
 }
 
 // NewSession creates the session's scratch directory (mode 0700).
@@ -138,6 +156,25 @@ func (s *Session) Prepare(c Command) (*Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
+	cmdArgs := c.Args
+	if p.Network() == NetworkOn {
+		s.mu.Lock()
+		eg, exe := s.egress, s.exe
+		s.mu.Unlock()
+		if eg == nil {
+			return nil, fmt.Errorf("%w: the network is on but no egress proxies run for this session", ErrSandboxSetup)
+		}
+		for _, src := range []string{exe, eg.HTTPSocket, eg.SOCKSSocket} {
+			if k, _ := lstatKind(src); k == PathAbsent || k == PathSymlink || k == PathDir {
+				return nil, fmt.Errorf("%w: egress bridge %s is missing or not what it was", ErrUnsafeLayout, src)
+			}
+		}
+		l.Egress = &EgressMounts{Exe: exe, HTTPSocket: eg.HTTPSocket, SOCKSSocket: eg.SOCKSSocket}
+		for k, v := range egressEnv(*eg) {
+			over[k] = v
+		}
+		cmdArgs = append([]string{relayExe, RelaySubcommand, "--"}, c.Args...)
+	}
 	cacheEnv := map[string]string{}
 	switch p.Cache() {
 	case CachePrivate:
@@ -156,13 +193,13 @@ func (s *Session) Prepare(c Command) (*Prepared, error) {
 		"--disable-userns", "--assert-userns-disabled", "--die-with-parent", "--new-session",
 		"--cap-drop", "ALL", "--hostname", "evener-sandbox",
 		"--seccomp", "3", "--info-fd", "4", "--block-fd", "5",
-	}
-	if p.Network() == NetworkOff {
-		args = append(args, "--unshare-net")
+		// Always a network namespace of its own: with the network on, the
+		// only way out is the egress bridge.
+		"--unshare-net",
 	}
 	args = append(args, plan.Args()...)
 	args = append(args, "--chdir", dir, "--")
-	args = append(args, c.Args...)
+	args = append(args, cmdArgs...)
 	// KUBECONFIG survives only inside a granted root: the worktree and the
 	// extra roots in every mode.
 	granted := []string{p.Workdir()}

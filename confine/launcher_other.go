@@ -50,6 +50,9 @@ type Prepared struct {
 	Sandboxed bool
 }
 
+// SetEgress is unavailable outside Linux in this build.
+func (s *Session) SetEgress(b EgressBridge) error { return errNoBackend }
+
 func (s *Session) Prepare(c Command) (*Prepared, error) { return nil, errNoBackend }
 func (s *Session) Run(ctx context.Context, c Command) (Result, error) {
 	return Result{ExitCode: -1}, errNoBackend

@@ -154,6 +154,15 @@ type Layout struct {
 	CacheRoots []string
 	// Workdir is the command's working directory.
 	Workdir string
+	// Egress, when set, is the bridge to the session's proxies: this
+	// binary (the relay) and the two Unix sockets, bound into the private
+	// /tmp.
+	Egress *EgressMounts
+}
+
+// EgressMounts are the host paths the bridge binds into the sandbox.
+type EgressMounts struct {
+	Exe, HTTPSocket, SOCKSSocket string
 }
 
 // Plan computes the mount plan for policy p and filesystem facts l. It is a
@@ -200,6 +209,11 @@ func Plan(p *Policy, l Layout) MountPlan {
 		add(Mount{Kind: MountRemount, Dst: "/proc", Why: "procfs read-only (sysctls, sysrq)"})
 	}
 	add(Mount{Kind: MountTmpfs, Dst: "/tmp", Size: lim.TmpfsBytes, Why: "private /tmp (host sockets live there)"})
+	if e := l.Egress; e != nil {
+		add(Mount{Kind: MountROBind, Src: e.Exe, Dst: relayExe, Why: "egress relay (this binary)"})
+		add(Mount{Kind: MountROBind, Src: e.HTTPSocket, Dst: relayHTTPSock, Why: "egress: the session's HTTP proxy"})
+		add(Mount{Kind: MountROBind, Src: e.SOCKSSocket, Dst: relaySOCKSSock, Why: "egress: the session's SOCKS5 proxy"})
+	}
 	if p.Mode() != ModeRestricted {
 		add(Mount{Kind: MountMaskDir, Dst: "/sys", Why: "denylist: pseudo-filesystem"})
 		add(Mount{Kind: MountMaskDir, Dst: "/run/user", Why: "denylist: per-user runtime sockets"})

@@ -340,7 +340,7 @@ func (p *Policy) StartupLine() string {
 	}
 	net := "network off"
 	if p.network == NetworkOn {
-		net = "network on, unfiltered until egress lands"
+		net = "network on via allowlist proxies"
 	}
 	return fmt.Sprintf("sandbox: %s enforcing %s (%s, secrets masked, cache %s)", p.backend, p.mode, net, p.cache)
 }

@@ -9,6 +9,9 @@ command -v git >/dev/null 2>&1 || need+=(git)
 command -v perl >/dev/null 2>&1 || need+=(perl)
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 command -v ipcmk >/dev/null 2>&1 || need+=(util-linux)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v wget >/dev/null 2>&1 || need+=(wget)
+command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 [ ${#need[@]} -eq 0 ] && exit 0
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -54,10 +54,10 @@ func Preamble(ctx context.Context, sess *confine.Session, allowDomains []string,
 		case confine.NetworkOff:
 			fmt.Fprintf(&b, "- network: off. Commands have no network at all, loopback included.\n")
 		default:
-			fmt.Fprintf(&b, "- network: on, and NOT filtered yet: commands share the host's network.\n")
+			fmt.Fprintf(&b, "- network: on, only through this session's proxies (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY are set; git over SSH goes through SOCKS). They allow well-known source hosts and model providers, plus the entries below; everything else, loopback and private addresses included, is refused with HTTP 403 or a SOCKS error. No direct route, no DNS.\n")
 		}
 		if len(allowDomains) > 0 {
-			fmt.Fprintf(&b, "- allow-domain entries (not yet enforced): %s\n", strings.Join(allowDomains, ", "))
+			fmt.Fprintf(&b, "- allow-domain entries: %s\n", strings.Join(allowDomains, ", "))
 		}
 		fmt.Fprintf(&b, "- writable: %s.\n", writableSummary(p))
 		fmt.Fprintf(&b, "- masked paths: %d (credentials, shell histories, pseudo-filesystems); reads of them are refused.\n", len(p.Denylist())+len(confine.PseudoDenylist))

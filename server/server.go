@@ -47,6 +47,7 @@ type Session struct {
 	Launcher *confine.Session
 	Files    *confine.FileAccess
 	Audit    *Audit
+	Egress   *Egress // nil unless sandboxed with the network on
 	Tools    []string
 	// DegradedShell is set when the delegate floor could not be enforced
 	// for the shell (no backend): the file tools keep the read-only rules.
@@ -95,12 +96,21 @@ func NewSession(o Options) (*Session, error) {
 		s.Close()
 		return nil, err
 	}
+	if pol.Mode() != confine.ModeOff && pol.Network() == confine.NetworkOn {
+		if s.Egress, err = StartEgress(o.Config, s.Launcher, nil); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
 // Close kills the session's processes and removes its scratch.
 func (s *Session) Close() error {
 	var errs []error
+	if s.Egress != nil {
+		errs = append(errs, s.Egress.Close())
+	}
 	if s.Files != nil {
 		errs = append(errs, s.Files.Close())
 	}
@@ -122,7 +132,7 @@ func Build(s *Session, o Options, preamble string) *mcpserver.MCPServer {
 		mcpserver.WithOutputSchemaValidation(),
 		mcpserver.WithRecovery(),
 	)
-	deps := tools.Deps{Policy: s.Policy, Session: s.Launcher, Files: s.Files, Audit: s.Audit, Caps: o.Caps}
+	deps := tools.Deps{Policy: s.Policy, Session: s.Launcher, Files: s.Files, Audit: s.Audit, Caps: o.Caps, NetViolations: s.Egress.Between}
 	for _, t := range tools.All(deps) {
 		if slices.Contains(s.Tools, t.Tool.Name) {
 			srv.AddTool(t.Tool, t.Handler)

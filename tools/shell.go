@@ -81,6 +81,7 @@ func Shell(d Deps) server.ServerTool {
 			timeout = d.Caps.ShellMax
 		}
 		out := newCapture(d.Caps.ShellOutput, progressSink(ctx, req))
+		started := time.Now()
 		res, err := d.Session.Run(ctx, confine.Command{
 			Args:    []string{"bash", "-c", a.Command},
 			Dir:     a.Workdir,
@@ -94,6 +95,9 @@ func Shell(d Deps) server.ServerTool {
 		}
 		text, truncated := out.result()
 		viol := attribute(text, d.Policy.Workdir())
+		if d.NetViolations != nil {
+			viol = append(viol, d.NetViolations(started, time.Now())...)
+		}
 		if d.Audit != nil {
 			d.Audit.Shell(a.Command, res, viol)
 		}

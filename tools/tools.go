@@ -67,6 +67,9 @@ type Deps struct {
 	Files   *confine.FileAccess
 	Audit   Recorder
 	Caps    Caps
+	// NetViolations returns the egress refusals recorded in [from, to]
+	// (nil when the session has no network bridge).
+	NetViolations func(from, to time.Time) []Violation
 }
 
 // All returns every tool in the order they are published.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/server"
+	"github.com/evener-dev/evener-mcp/tools"
 )
 
 // runExec runs one command under the policy, streams its output and exits
@@ -48,6 +50,16 @@ func runExec(args []string) int {
 		return exitRefused
 	}
 	defer sess.Close()
+	if pol.Mode() != confine.ModeOff && pol.Network() == confine.NetworkOn {
+		eg, err := server.StartEgress(cfg, sess, func(v tools.Violation) {
+			fmt.Fprintf(os.Stderr, "evener-mcp: egress refused %s: %s\n", v.Target, v.Raw)
+		})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "evener-mcp: refusing to run: --sandbox-net on: %v\n", err)
+			return exitRefused
+		}
+		defer eg.Close()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()

@@ -33,6 +33,9 @@ func run(args []string) int {
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		sub, args = args[0], args[1:]
 	}
+	if code, ok := runHidden(sub, args); ok {
+		return code
+	}
 	switch sub {
 	case "exec":
 		return runExec(args)

@@ -1,0 +1,227 @@
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// loopbackServer is an HTTP server on 127.0.0.1 that also counts raw TCP
+// connections (for the SSH-banner case).
+type loopbackServer struct {
+	port  int
+	hits  atomic.Int64
+	banns atomic.Int64
+}
+
+func startLoopback(t *testing.T) *loopbackServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &loopbackServer{port: ln.Addr().(*net.TCPAddr).Port}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.hits.Add(1)
+		fmt.Fprintf(w, "LOOPBACK-OK %s\n", r.Host)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return s
+}
+
+// startBannerServer accepts raw TCP and counts clients that speak SSH.
+func startBannerServer(t *testing.T) *loopbackServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &loopbackServer{port: ln.Addr().(*net.TCPAddr).Port}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				io.WriteString(c, "SSH-2.0-evener-test\r\n")
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				if strings.HasPrefix(line, "SSH-2.0-") {
+					s.banns.Add(1)
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return s
+}
+
+// egressEnv writes a hosts file pinning the test names to loopback and a
+// config allowing exactly what the case needs.
+func egressFixture(t *testing.T, e *env, allow ...string) string {
+	t.Helper()
+	hosts := filepath.Join(e.root, "hosts")
+	writeFile(t, hosts, "127.0.0.1 allowed.test other.test\n")
+	e.extra = append(e.extra, "EVENER_MCP_HOSTS="+hosts)
+	cfg := filepath.Join(e.root, "egress.toml")
+	var quoted []string
+	for _, a := range allow {
+		quoted = append(quoted, fmt.Sprintf("%q", a))
+	}
+	writeFile(t, cfg, "allow_domains = ["+strings.Join(quoted, ", ")+"]\n")
+	return cfg
+}
+
+// TestEgressNoRoute: with the network on, every way around the proxies
+// finds no route, and the proxies refuse what the allowlist does not name.
+func TestEgressNoRoute(t *testing.T) {
+	srv := startLoopback(t)
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		cfg := egressFixture(t, e)
+		target := fmt.Sprintf("127.0.0.1:%d", srv.port)
+		script := fmt.Sprintf(`
+curl -sf -m 5 http://%[1]s/ && echo CURL_PROXY_REACHED
+curl -sf -m 5 --noproxy '*' http://%[1]s/ && echo CURL_DIRECT_REACHED
+env -u HTTP_PROXY -u http_proxy -u HTTPS_PROXY -u https_proxy -u ALL_PROXY -u all_proxy curl -sf -m 5 http://%[1]s/ && echo CURL_UNSET_REACHED
+wget -q -T 5 -O - http://%[1]s/ && echo WGET_REACHED
+(exec 3<>/dev/tcp/127.0.0.1/%[2]d && echo DEVTCP_REACHED) 2>/dev/null
+perl -MIO::Socket::INET -e 'IO::Socket::INET->new(PeerAddr=>"127.0.0.1:%[2]d",Timeout=>3) and print "PERL_REACHED\n"'
+/usr/bin/python3 -c 'import socket; socket.create_connection(("127.0.0.1", %[2]d), 3); print("PY_REACHED")' 2>/dev/null
+/usr/bin/python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2); s.sendto(b"x", ("8.8.8.8", 53)); print("UDP_SENT")' 2>/dev/null
+getent hosts example.com && echo DNS_RESOLVED
+echo DONE`, target, srv.port)
+		for _, mode := range modes {
+			before := srv.hits.Load()
+			r := e.run(t, "exec", "--sandbox", mode, "--sandbox-net", "on", "--config", cfg, "--", "/bin/bash", "-c", script)
+			if !strings.Contains(r.stdout, "DONE") {
+				t.Fatalf("%s: %s", mode, r)
+			}
+			for _, leak := range []string{"CURL_PROXY_REACHED", "CURL_DIRECT_REACHED", "CURL_UNSET_REACHED", "WGET_REACHED", "DEVTCP_REACHED", "PERL_REACHED", "PY_REACHED", "UDP_SENT", "DNS_RESOLVED", "LOOPBACK-OK"} {
+				if strings.Contains(r.stdout, leak) {
+					t.Errorf("%s: %s", mode, leak)
+				}
+			}
+			if srv.hits.Load() != before {
+				t.Errorf("%s: the loopback server was reached", mode)
+			}
+			if !strings.Contains(r.stderr, "egress refused") {
+				t.Errorf("%s: the refusal was not reported:\n%s", mode, r.stderr)
+			}
+			if line := startupLine(r); !strings.Contains(line, "network on via allowlist proxies") {
+				t.Errorf("%s: startup line %q", mode, line)
+			}
+		}
+	})
+}
+
+// TestEgressSpellings: every loopback and metadata spelling is refused
+// through both proxies, whatever the allowlist says about names.
+func TestEgressSpellings(t *testing.T) {
+	srv := startLoopback(t)
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		cfg := egressFixture(t, e, "allowed.test", "*.allowed.test")
+		p := srv.port
+		hosts := []string{"127.1", "2130706433", "0x7f.1", "0177.0.0.1", "0x7f000001", "[::ffff:127.0.0.1]", "[::1]", "localhost", "localhost.", "LOCALHOST",
+			"169.254.169.254", "2852039166", "0xa9.0xfe.0xa9.0xfe", "[::ffff:169.254.169.254]", "[fd00:ec2::254]", "metadata.google.internal", "metadata.google.internal.",
+			"allowed.test.evil.test", "evilallowed.test", "0.0.0.0", "[::]"}
+		var script strings.Builder
+		for i, h := range hosts {
+			fmt.Fprintf(&script, "curl -sf -m 5 http://%s:%d/ >/dev/null && echo HTTP_REACHED_%d\n", h, p, i)
+			fmt.Fprintf(&script, "curl -sf -m 5 -x \"$ALL_PROXY\" http://%s:%d/ >/dev/null && echo SOCKS_REACHED_%d\n", h, p, i)
+			fmt.Fprintf(&script, "curl -sf -m 5 -p http://%s:%d/ >/dev/null && echo CONNECT_REACHED_%d\n", h, p, i)
+		}
+		// allowed.test names 127.0.0.1, which is not allowed literally.
+		fmt.Fprintf(&script, "curl -sf -m 5 http://allowed.test:%d/ >/dev/null && echo REBIND_REACHED\n", p)
+		script.WriteString("echo DONE\n")
+		before := srv.hits.Load()
+		r := e.run(t, "exec", "--sandbox", "workspace-write", "--sandbox-net", "on", "--config", cfg, "--", "/bin/bash", "-c", script.String())
+		if !strings.Contains(r.stdout, "DONE") {
+			t.Fatal(r)
+		}
+		if strings.Contains(r.stdout, "REACHED") || srv.hits.Load() != before {
+			t.Errorf("a spelling got through:\n%s", r.stdout)
+		}
+		if n := strings.Count(r.stderr, "egress refused"); n < len(hosts) {
+			t.Errorf("only %d refusals reported for %d spellings", n, len(hosts))
+		}
+	})
+}
+
+// TestEgressAllowed: a name allowed with its port (resolving to a loopback
+// address that is itself allowed literally) gets through over plain HTTP,
+// CONNECT and SOCKS5; the same name on another port does not; git's SSH
+// transport goes through SOCKS.
+func TestEgressAllowed(t *testing.T) {
+	srv := startLoopback(t)
+	ssh := startBannerServer(t)
+	other := startLoopback(t)
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		cfg := egressFixture(t, e,
+			fmt.Sprintf("allowed.test:%d", srv.port), fmt.Sprintf("127.0.0.1:%d", srv.port),
+			fmt.Sprintf("allowed.test:%d", ssh.port), fmt.Sprintf("127.0.0.1:%d", ssh.port))
+		script := fmt.Sprintf(`
+curl -sf -m 5 http://allowed.test:%[1]d/ && echo HTTP_OK
+curl -sf -m 5 -p http://allowed.test:%[1]d/ && echo CONNECT_OK
+curl -sf -m 5 -x "$ALL_PROXY" http://allowed.test:%[1]d/ && echo SOCKS_OK
+curl -sf -m 5 http://allowed.test:%[2]d/ >/dev/null && echo OTHER_PORT_REACHED
+curl -sf -m 5 http://other.test:%[1]d/ >/dev/null && echo OTHER_NAME_REACHED
+GIT_TERMINAL_PROMPT=0 timeout 20 git ls-remote ssh://git@allowed.test:%[3]d/repo.git >/dev/null 2>&1; echo GIT_TRIED
+echo DONE`, srv.port, other.port, ssh.port)
+		before, otherBefore, sshBefore := srv.hits.Load(), other.hits.Load(), ssh.banns.Load()
+		r := e.run(t, "exec", "--sandbox", "workspace-write", "--sandbox-net", "on", "--config", cfg, "--", "/bin/bash", "-c", script)
+		for _, want := range []string{"HTTP_OK", "CONNECT_OK", "SOCKS_OK", "GIT_TRIED", "DONE"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("%s missing:\n%s", want, r)
+			}
+		}
+		if got := srv.hits.Load() - before; got != 3 {
+			t.Errorf("the allowed server saw %d requests, want 3", got)
+		}
+		if strings.Contains(r.stdout, "REACHED") || other.hits.Load() != otherBefore {
+			t.Errorf("another port or name got through:\n%s", r.stdout)
+		}
+		if ssh.banns.Load() == sshBefore {
+			t.Errorf("git over SSH did not reach the server through SOCKS:\n%s", r)
+		}
+	})
+}
+
+// TestEgressShellViolations: over MCP, a refused connection is listed in
+// the violations of the shell call that caused it, and in the audit log.
+func TestEgressShellViolations(t *testing.T) {
+	srv := startLoopback(t)
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		cfg := egressFixture(t, e)
+		m := e.mcp(t, "--sandbox", "workspace-write", "--sandbox-net", "on", "--config", cfg)
+		r := m.call(t, "shell", map[string]any{"command": fmt.Sprintf("curl -sf -m 5 http://169.254.169.254/latest/meta-data/; curl -sf -m 5 http://127.0.0.1:%d/; true", srv.port)})
+		v, _ := structured(t, r)["violations"].([]any)
+		var targets []string
+		for _, x := range v {
+			vm := x.(map[string]any)
+			if vm["action"] == "network-outbound" {
+				targets = append(targets, vm["target"].(string))
+			}
+		}
+		joined := strings.Join(targets, " ")
+		if !strings.Contains(joined, "169.254.169.254") || !strings.Contains(joined, "127.0.0.1") {
+			t.Errorf("network violations not attributed to the call: %v", v)
+		}
+		if !strings.Contains(m.init.Instructions, "network: on") {
+			t.Errorf("preamble: %s", m.init.Instructions)
+		}
+	})
+}
