@@ -518,13 +518,13 @@ func TestStartupLine(t *testing.T) {
 	}{
 		{ModeOff, NetworkOn, usableHost, "sandbox: off (requested): commands run with your full user access"},
 		{ModeOff, NetworkOff, usableHost, "sandbox: off (requested): commands run with your full user access"},
-		{ModeReadOnly, NetworkOn, usableHost, "sandbox: bwrap enforcing read-only (network on, unfiltered until egress lands, secrets masked, cache none)"},
+		{ModeReadOnly, NetworkOn, usableHost, "sandbox: bwrap enforcing read-only (network on via allowlist proxies, secrets masked, cache none)"},
 		{ModeReadOnly, NetworkOff, usableHost, "sandbox: bwrap enforcing read-only (network off, secrets masked, cache none)"},
-		{ModeWorkspaceWrite, NetworkOn, usableHost, "sandbox: bwrap enforcing workspace-write (network on, unfiltered until egress lands, secrets masked, cache private)"},
+		{ModeWorkspaceWrite, NetworkOn, usableHost, "sandbox: bwrap enforcing workspace-write (network on via allowlist proxies, secrets masked, cache private)"},
 		{ModeWorkspaceWrite, NetworkOff, usableHost, "sandbox: bwrap enforcing workspace-write (network off, secrets masked, cache private)"},
-		{ModeWorkspaceWrite, NetworkOn, overlayHost, "sandbox: bwrap enforcing workspace-write (network on, unfiltered until egress lands, secrets masked, cache shared-read/private-write)"},
+		{ModeWorkspaceWrite, NetworkOn, overlayHost, "sandbox: bwrap enforcing workspace-write (network on via allowlist proxies, secrets masked, cache shared-read/private-write)"},
 		{ModeWorkspaceWrite, NetworkOff, overlayHost, "sandbox: bwrap enforcing workspace-write (network off, secrets masked, cache shared-read/private-write)"},
-		{ModeRestricted, NetworkOn, usableHost, "sandbox: bwrap enforcing restricted (network on, unfiltered until egress lands, secrets masked, cache private)"},
+		{ModeRestricted, NetworkOn, usableHost, "sandbox: bwrap enforcing restricted (network on via allowlist proxies, secrets masked, cache private)"},
 		{ModeRestricted, NetworkOff, overlayHost, "sandbox: bwrap enforcing restricted (network off, secrets masked, cache private)"},
 	}
 	for _, tt := range tests {

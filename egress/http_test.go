@@ -61,6 +61,10 @@ func startUpstream(t *testing.T) *upstreamServer {
 		}
 		io.WriteString(w, "data: second\n\n")
 	})
+	mux.HandleFunc("/hang", func(w http.ResponseWriter, r *http.Request) {
+		u.hits.Add(1)
+		<-r.Context().Done() // until the proxy gives up on it
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
@@ -540,5 +544,41 @@ func TestHTTPStreamingResponse(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("first event took %v: the response was buffered", d)
+	}
+}
+
+// TestHTTPCloseEndsPendingRequest: Close does not wait for an upstream that
+// never answers; the client gets an error and the upstream request ends.
+func TestHTTPCloseEndsPendingRequest(t *testing.T) {
+	h, up, _ := setup(t)
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := proxyClient(h, nil).Get(fmt.Sprintf("http://allowed.test:%d/hang", up.port))
+		if err == nil {
+			resp.Body.Close()
+			err = fmt.Errorf("got %s", resp.Status)
+		}
+		errc <- err
+	}()
+	for i := 0; up.hits.Load() == 0 && i < 500; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if up.hits.Load() == 0 {
+		t.Fatal("the request never reached the upstream")
+	}
+	closed := make(chan struct{})
+	go func() { h.p.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for a hanging upstream")
+	}
+	select {
+	case err := <-errc:
+		if err == nil || strings.Contains(err.Error(), "got ") {
+			t.Errorf("client: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client is still waiting after Close")
 	}
 }

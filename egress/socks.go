@@ -59,22 +59,25 @@ type socksRequest struct {
 	port int
 }
 
-// socksRefusal is a request the protocol layer refused after reading its
-// target (SOCKS4, BIND, UDP ASSOCIATE): already answered, to be reported.
+// socksRefusal is a request the protocol layer refuses after reading its
+// target (SOCKS4, BIND, UDP ASSOCIATE): the caller reports it, then sends
+// reply (reported first, so the violation is recorded before the client
+// can see the refusal).
 type socksRefusal struct {
 	verb   string // "socks5 BIND"
 	host   string
 	port   int
 	reason string
+	reply  []byte
 }
 
 func (r *socksRefusal) Error() string { return r.verb + ": " + r.reason }
 
 // socksNegotiate runs one client's handshake up to its request: method
 // selection (username/password only), RFC 1929 authentication, then the
-// request. It answers every failure itself; for a CONNECT it returns the
-// target and leaves the reply to the caller. A *socksRefusal error is a
-// refused request with a known target.
+// request. It answers every failure itself but a *socksRefusal (a refused
+// request with a known target, whose reply the caller sends after reporting
+// it); for a CONNECT it returns the target and leaves the reply to the caller.
 func socksNegotiate(rw io.ReadWriter, user, pass string) (socksRequest, error) {
 	var hdr [2]byte
 	if _, err := io.ReadFull(rw, hdr[:1]); err != nil {
@@ -188,38 +191,36 @@ func socksNegotiate(rw io.ReadWriter, user, pass string) (socksRequest, error) {
 		}
 		return socksRequest{host: host, port: port}, nil
 	case socksCmdBind:
-		socksReply(rw, socksCmdNotSupported)
-		return socksRequest{}, &socksRefusal{"socks5 BIND", host, port, "BIND is not supported (CONNECT only)"}
+		return socksRequest{}, &socksRefusal{"socks5 BIND", host, port, "BIND is not supported (CONNECT only)", socksReplyBytes(socksCmdNotSupported)}
 	case socksCmdAssociate:
-		socksReply(rw, socksCmdNotSupported)
-		return socksRequest{}, &socksRefusal{"socks5 UDP ASSOCIATE", host, port, "UDP ASSOCIATE is not supported (CONNECT only)"}
+		return socksRequest{}, &socksRefusal{"socks5 UDP ASSOCIATE", host, port, "UDP ASSOCIATE is not supported (CONNECT only)", socksReplyBytes(socksCmdNotSupported)}
 	default:
-		socksReply(rw, socksCmdNotSupported)
-		return socksRequest{}, &socksRefusal{"socks5 command " + strconv.Itoa(int(rq[1])), host, port, "unknown command (CONNECT only)"}
+		return socksRequest{}, &socksRefusal{"socks5 command " + strconv.Itoa(int(rq[1])), host, port, "unknown command (CONNECT only)", socksReplyBytes(socksCmdNotSupported)}
 	}
 }
 
 // socks4Refuse reads a SOCKS4/4a request after its version byte (CD,
-// DSTPORT, DSTIP, USERID NUL, for 4a HOST NUL), answers "rejected" and
-// returns the refusal; a truncated request is answered too.
+// DSTPORT, DSTIP, USERID NUL, for 4a HOST NUL) and refuses it with
+// "request rejected"; a truncated request is answered too.
 func socks4Refuse(rw io.ReadWriter) error {
+	rejected := []byte{0, socks4Rejected, 0, 0, 0, 0, 0, 0}
 	var b [7]byte
-	_, err := io.ReadFull(rw, b[:])
-	rw.Write([]byte{0, socks4Rejected, 0, 0, 0, 0, 0, 0})
-	if err != nil {
+	if _, err := io.ReadFull(rw, b[:]); err != nil {
+		rw.Write(rejected)
 		return errors.New("socks: SOCKS4 request refused (truncated)")
 	}
 	port := int(b[1])<<8 | int(b[2])
 	host := netip.AddrFrom4([4]byte{b[3], b[4], b[5], b[6]}).String()
+	const why = "SOCKS4 is not supported (SOCKS5 with authentication only)"
 	if _, err := readNULTerminated(rw, 255); err != nil { // USERID
-		return &socksRefusal{"socks4 CONNECT", host, port, "SOCKS4 is not supported (SOCKS5 with authentication only)"}
+		return &socksRefusal{"socks4 CONNECT", host, port, why, rejected}
 	}
 	if b[3] == 0 && b[4] == 0 && b[5] == 0 && b[6] != 0 { // SOCKS4a: a name follows
 		if name, err := readNULTerminated(rw, 255); err == nil {
 			host = name
 		}
 	}
-	return &socksRefusal{"socks4 CONNECT", host, port, "SOCKS4 is not supported (SOCKS5 with authentication only)"}
+	return &socksRefusal{"socks4 CONNECT", host, port, why, rejected}
 }
 
 func readNULTerminated(r io.Reader, max int) (string, error) {
@@ -240,8 +241,12 @@ func readNULTerminated(r io.Reader, max int) (string, error) {
 // socksReply writes a reply with an all-zero bound address: clients of
 // CONNECT do not use it, and it would tell the sandbox the host's address.
 func socksReply(w io.Writer, code byte) error {
-	_, err := w.Write([]byte{5, code, 0, socksAtypIPv4, 0, 0, 0, 0, 0, 0})
+	_, err := w.Write(socksReplyBytes(code))
 	return err
+}
+
+func socksReplyBytes(code byte) []byte {
+	return []byte{5, code, 0, socksAtypIPv4, 0, 0, 0, 0, 0, 0}
 }
 
 func (p *Proxies) serveSOCKSConn(c net.Conn) {
@@ -251,6 +256,7 @@ func (p *Proxies) serveSOCKSConn(c net.Conn) {
 		var r *socksRefusal
 		if errors.As(err, &r) {
 			p.refused(r.verb, r.host, r.port, r.reason)
+			c.Write(r.reply)
 		}
 		lingerClose(c)
 		return
