@@ -41,12 +41,9 @@ type Session struct {
 // SetEgress hands the launcher the bridge to the session's proxies. With
 // the network on, a sandboxed spawn without one is refused.
 func (s *Session) SetEgress(b EgressBridge) error {
-	exe, err := os.Executable()
-	if err == nil {
-		exe, err = filepath.EvalSymlinks(exe)
-	}
+	exe, err := relayBinary()
 	if err != nil {
-		return fmt.Errorf("locate this binary for the egress relay: %w", err)
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -208,6 +205,29 @@ func (s *Session) Prepare(c Command) (*Prepared, error) {
 	}
 	env := EnvFloor(p.env, s.envPass, p.Mode(), over, granted)
 	return &Prepared{Path: p.host.Bwrap, Args: args, Env: env, Dir: dir, Plan: plan, Sandboxed: true}, nil
+}
+
+// RelayBinaryName is the stand-alone relay, looked for beside this binary.
+const RelayBinaryName = "evener-mcp-relay"
+
+// relayBinary finds the program that relays a sandbox's traffic: the small
+// evener-mcp-relay beside this binary when it is there, else this binary
+// itself (same helper, slower to start).
+func relayBinary() (string, error) {
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil {
+		return "", fmt.Errorf("locate this binary for the egress relay: %w", err)
+	}
+	sib := filepath.Join(filepath.Dir(exe), RelayBinaryName)
+	if fi, err := os.Stat(sib); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		if r, err := filepath.EvalSymlinks(sib); err == nil {
+			return r, nil
+		}
+	}
+	return exe, nil
 }
 
 // resolveDir places the working directory inside the worktree, a write root

@@ -50,9 +50,15 @@ type Violation struct {
 
 // Options configures one session's pair of proxies.
 type Options struct {
-	Decider     Decider
-	OnViolation func(Violation) // called for every refusal (may be nil); must not block for long
-	DialTimeout time.Duration   // per connection (all checked addresses together); default 10s
+	Decider Decider
+	// OnViolation is called for every refusal (may be nil), on the
+	// connection's goroutine before the client is answered, so a refusal
+	// is recorded by the time the client can see it. It must not block for
+	// long and must not call Close.
+	OnViolation func(Violation)
+	// DialTimeout bounds a decision, and separately a dial (all checked
+	// addresses together); default 10s.
+	DialTimeout time.Duration
 	// Dial opens a connection to a checked address ("192.0.2.1:443",
 	// "[2001:db8::1]:443"); it is never handed a name. Default: net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"flag"
 	"os"
 	"os/exec"
 	"slices"
@@ -8,6 +9,10 @@ import (
 	"testing"
 	"time"
 )
+
+// benchNet selects --sandbox-net for BenchmarkExecVsBwrap: "off" (the
+// issue 2 target, 1.5x) or "on" (through the egress bridge, 1.6x).
+var benchNet = flag.String("bench-net", "off", "--sandbox-net for BenchmarkExecVsBwrap")
 
 // BenchmarkExecVsBwrap measures, side by side in one run, the start-to-exit
 // time of `evener-mcp exec --sandbox workspace-write --sandbox-net off --
@@ -27,7 +32,7 @@ func BenchmarkExecVsBwrap(b *testing.B) {
 				b.Skip("bwrap not installed")
 			}
 			ours := func() *exec.Cmd {
-				return exec.Command(binPath, "exec", "--sandbox", "workspace-write", "--sandbox-net", "off", "--", "true")
+				return exec.Command(binPath, "exec", "--sandbox", "workspace-write", "--sandbox-net", *benchNet, "--", "true")
 			}
 			bare := func() *exec.Cmd {
 				return exec.Command(bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net", "true")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -219,6 +220,10 @@ func TestEgressShellViolations(t *testing.T) {
 		joined := strings.Join(targets, " ")
 		if !strings.Contains(joined, "169.254.169.254") || !strings.Contains(joined, "127.0.0.1") {
 			t.Errorf("network violations not attributed to the call: %v", v)
+		}
+		b, err := os.ReadFile(filepath.Join(e.home, ".local", "state", "evener-mcp", "audit.jsonl"))
+		if err != nil || !strings.Contains(string(b), `"tool":"egress"`) || !strings.Contains(string(b), "169.254.169.254") {
+			t.Errorf("egress refusals missing from the audit log: %v\n%s", err, b)
 		}
 		if !strings.Contains(m.init.Instructions, "network: on") {
 			t.Errorf("preamble: %s", m.init.Instructions)

@@ -76,6 +76,11 @@ func (a *Audit) Shell(command string, res confine.Result, v []tools.Violation) {
 	a.write(auditRecord{Tool: "shell", Decision: "ran", Command: truncate(command, 200), ExitCode: &code, TimedOut: res.TimedOut, Violations: len(v)})
 }
 
+// Network records an egress refusal (the target is host:port as asked).
+func (a *Audit) Network(v tools.Violation) {
+	a.write(auditRecord{Tool: "egress", Decision: "denied", Rule: v.Action, Path: truncate(v.Target, 300), Command: truncate(v.Raw, 200)})
+}
+
 // Close closes the log.
 func (a *Audit) Close() error {
 	if a == nil {

@@ -97,7 +97,7 @@ func NewSession(o Options) (*Session, error) {
 		return nil, err
 	}
 	if pol.Mode() != confine.ModeOff && pol.Network() == confine.NetworkOn {
-		if s.Egress, err = StartEgress(o.Config, s.Launcher, nil); err != nil {
+		if s.Egress, err = StartEgress(o.Config, s.Launcher, s.Audit.Network); err != nil {
 			s.Close()
 			return nil, err
 		}
