@@ -230,3 +230,29 @@ func TestEgressShellViolations(t *testing.T) {
 		}
 	})
 }
+
+// TestEgressWithoutRelayBinary: without evener-mcp-relay beside it,
+// evener-mcp re-executes itself as the relay, with the same result.
+func TestEgressWithoutRelayBinary(t *testing.T) {
+	srv := startLoopback(t)
+	alone := filepath.Join(baseDir, "alone")
+	mustMkdir(t, alone)
+	b, err := os.ReadFile(binPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	solo := filepath.Join(alone, "evener-mcp")
+	if err := os.WriteFile(solo, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, identities(t)[0])
+	cfg := egressFixture(t, e, fmt.Sprintf("allowed.test:%d", srv.port), fmt.Sprintf("127.0.0.1:%d", srv.port))
+	cmd := []string{"exec", "--sandbox", "workspace-write", "--config", cfg, "--", "/bin/sh", "-c", fmt.Sprintf("curl -sf -m 5 http://allowed.test:%d/ && echo VIA_SELF", srv.port)}
+	saved := binPath
+	binPath = solo
+	defer func() { binPath = saved }()
+	r := e.run(t, cmd...)
+	if !strings.Contains(r.stdout, "VIA_SELF") {
+		t.Errorf("self re-exec relay: %s", r)
+	}
+}
