@@ -124,7 +124,7 @@ func (r *rawConn) read(t *testing.T, method string) (*http.Response, string) {
 	return resp, string(body)
 }
 
-func setup(t *testing.T) (*harness, *upstreamServer, int) {
+func startHTTPFixture(t *testing.T) (*harness, *upstreamServer, int) {
 	up := startUpstream(t)
 	echo := startEcho(t, "127.0.0.1")
 	dec := newFakeDecider()
@@ -134,7 +134,7 @@ func setup(t *testing.T) (*harness, *upstreamServer, int) {
 }
 
 func TestHTTPConnectAllowed(t *testing.T) {
-	h, _, echo := setup(t)
+	h, _, echo := startHTTPFixture(t)
 	c, resp := connectTunnel(t, h, fmt.Sprintf("echo.test:%d", echo))
 	if resp.StatusCode != 200 {
 		t.Fatalf("CONNECT: %s", resp.Status)
@@ -160,7 +160,7 @@ func TestHTTPConnectAllowed(t *testing.T) {
 // TestHTTPConnectEarlyData: bytes sent in the same write as the CONNECT
 // head (a TLS ClientHello, typically) are not lost.
 func TestHTTPConnectEarlyData(t *testing.T) {
-	h, _, echo := setup(t)
+	h, _, echo := startHTTPFixture(t)
 	r := dialRaw(t, h)
 	target := fmt.Sprintf("echo.test:%d", echo)
 	fmt.Fprintf(r, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\nearly-bytes", target, target, r.auth(h))
@@ -175,7 +175,7 @@ func TestHTTPConnectEarlyData(t *testing.T) {
 }
 
 func TestHTTPConnectDenied(t *testing.T) {
-	h, up, echo := setup(t)
+	h, up, echo := startHTTPFixture(t)
 	for _, target := range []string{"denied.test:443", fmt.Sprintf("echo.test:%d", up.port), "169.254.169.254:80", "[::1]:" + fmt.Sprint(echo)} {
 		before := len(h.Violations())
 		_, resp := connectTunnel(t, h, target)
@@ -235,7 +235,7 @@ type deciderFunc func(host string, port int) Decision
 func (f deciderFunc) Decide(_ context.Context, host string, port int) Decision { return f(host, port) }
 
 func TestHTTPPlainGet(t *testing.T) {
-	h, up, _ := setup(t)
+	h, up, _ := startHTTPFixture(t)
 	resp, err := proxyClient(h, nil).Get(fmt.Sprintf("http://allowed.test:%d/path?q=1", up.port))
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +265,7 @@ func TestHTTPPlainGet(t *testing.T) {
 // TestHTTPHopByHopStripped: Proxy-Authorization, Connection and the
 // headers it names, Keep-Alive, Upgrade-less TE do not reach the upstream.
 func TestHTTPHopByHopStripped(t *testing.T) {
-	h, up, _ := setup(t)
+	h, up, _ := startHTTPFixture(t)
 	r := dialRaw(t, h)
 	fmt.Fprintf(r, "GET http://allowed.test:%d/ HTTP/1.1\r\nHost: allowed.test:%d\r\n%sConnection: keep-alive, X-Secret\r\nX-Secret: s\r\nKeep-Alive: 30\r\nTe: trailers\r\nProxy-Connection: keep-alive\r\nX-Kept: k\r\n\r\n",
 		up.port, up.port, r.auth(h))
@@ -288,7 +288,7 @@ func TestHTTPHopByHopStripped(t *testing.T) {
 }
 
 func TestHTTPAuthRequired(t *testing.T) {
-	h, up, echo := setup(t)
+	h, up, echo := startHTTPFixture(t)
 	wrong := []*url.Userinfo{
 		url.UserPassword(h.p.HTTPUser(), "wrong"),
 		url.UserPassword("wrong", h.p.HTTPPassword()),
@@ -327,7 +327,7 @@ func TestHTTPAuthRequired(t *testing.T) {
 // TestHTTPKeepAliveDecidedPerRequest: a second request on the same client
 // connection is decided again; the first does not open the way.
 func TestHTTPKeepAliveDecidedPerRequest(t *testing.T) {
-	h, up, _ := setup(t)
+	h, up, _ := startHTTPFixture(t)
 	r := dialRaw(t, h)
 	get := func(host string) string {
 		return fmt.Sprintf("GET http://%s/ HTTP/1.1\r\nHost: %s\r\n%s\r\n", host, host, r.auth(h))
@@ -367,7 +367,7 @@ func TestHTTPKeepAliveDecidedPerRequest(t *testing.T) {
 // TestHTTPHostHeaderMismatch: a Host header naming another host than the
 // request line is refused; other spellings of the same host are not.
 func TestHTTPHostHeaderMismatch(t *testing.T) {
-	h, up, _ := setup(t)
+	h, up, _ := startHTTPFixture(t)
 	uri := fmt.Sprintf("http://allowed.test:%d/", up.port)
 	for _, tc := range []struct {
 		uri, host string
@@ -409,7 +409,7 @@ func TestHTTPHostHeaderMismatch(t *testing.T) {
 }
 
 func TestHTTPMalformedAndUnsupported(t *testing.T) {
-	h, up, _ := setup(t)
+	h, up, _ := startHTTPFixture(t)
 	for name, tc := range map[string]struct {
 		req  string
 		want int
@@ -451,7 +451,7 @@ func TestHTTPSlowHeadIsBounded(t *testing.T) {
 	// The timeout is a constant (30s); check the mechanism on the idle side
 	// instead of waiting: a partial head keeps the server waiting, and Close
 	// still ends the connection at once.
-	h, _, _ := setup(t)
+	h, _, _ := startHTTPFixture(t)
 	r := dialRaw(t, h)
 	io.WriteString(r, "GET http://allowed.test/ HTTP/1.1\r\nHost: allo")
 	time.Sleep(50 * time.Millisecond)
@@ -469,7 +469,7 @@ func TestHTTPSlowHeadIsBounded(t *testing.T) {
 }
 
 func TestHTTPPostBodies(t *testing.T) {
-	h, up, _ := setup(t)
+	h, up, _ := startHTTPFixture(t)
 	c := proxyClient(h, nil)
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
 	sum := sha256.Sum256(payload)
@@ -507,7 +507,7 @@ func TestHTTPPostBodies(t *testing.T) {
 // TestHTTPHeadThenGet: a HEAD response has no body, so the next response on
 // the connection is framed correctly.
 func TestHTTPHeadThenGet(t *testing.T) {
-	h, up, _ := setup(t)
+	h, up, _ := startHTTPFixture(t)
 	r := dialRaw(t, h)
 	host := fmt.Sprintf("allowed.test:%d", up.port)
 	fmt.Fprintf(r, "HEAD http://%s/ HTTP/1.1\r\nHost: %s\r\n%s\r\n", host, host, r.auth(h))
@@ -531,7 +531,7 @@ func TestHTTPHeadThenGet(t *testing.T) {
 // TestHTTPStreamingResponse: an event stream reaches the client as it is
 // produced, not when it ends.
 func TestHTTPStreamingResponse(t *testing.T) {
-	h, up, _ := setup(t)
+	h, up, _ := startHTTPFixture(t)
 	resp, err := proxyClient(h, nil).Get(fmt.Sprintf("http://allowed.test:%d/stream", up.port))
 	if err != nil {
 		t.Fatal(err)
@@ -550,7 +550,7 @@ func TestHTTPStreamingResponse(t *testing.T) {
 // TestHTTPCloseEndsPendingRequest: Close does not wait for an upstream that
 // never answers; the client gets an error and the upstream request ends.
 func TestHTTPCloseEndsPendingRequest(t *testing.T) {
-	h, up, _ := setup(t)
+	h, up, _ := startHTTPFixture(t)
 	errc := make(chan error, 1)
 	go func() {
 		resp, err := proxyClient(h, nil).Get(fmt.Sprintf("http://allowed.test:%d/hang", up.port))

@@ -24,7 +24,7 @@ func socksGreetAuth(t testing.TB, h *harness, user, pass string) net.Conn {
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	c.Write([]byte{5, 1, socksMethodUserPass})
-	expect(t, c, []byte{5, socksMethodUserPass})
+	expectBytes(t, c, []byte{5, socksMethodUserPass})
 	msg := []byte{1, byte(len(user))}
 	msg = append(msg, user...)
 	msg = append(msg, byte(len(pass)))
@@ -33,7 +33,7 @@ func socksGreetAuth(t testing.TB, h *harness, user, pass string) net.Conn {
 	return c
 }
 
-func expect(t testing.TB, c net.Conn, want []byte) {
+func expectBytes(t testing.TB, c net.Conn, want []byte) {
 	t.Helper()
 	got := make([]byte, len(want))
 	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, want) {
@@ -63,7 +63,7 @@ func socksRequestBytes(cmd byte, host string, port int) []byte {
 func socksConnect(t testing.TB, h *harness, host string, port int, user, pass string) (net.Conn, byte) {
 	t.Helper()
 	c := socksGreetAuth(t, h, user, pass)
-	expect(t, c, []byte{1, 0})
+	expectBytes(t, c, []byte{1, 0})
 	return c, socksSend(t, c, socksRequestBytes(socksCmdConnect, host, port))
 }
 
@@ -93,7 +93,7 @@ func TestSOCKSConnectByDomain(t *testing.T) {
 	}
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	io.WriteString(c, "ping")
-	expect(t, c, []byte("ping"))
+	expectBytes(t, c, []byte("ping"))
 
 	for _, tc := range []struct {
 		host string
@@ -164,7 +164,7 @@ func TestSOCKSWithXNetProxy(t *testing.T) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	io.WriteString(c, "hello")
-	expect(t, c, []byte("hello"))
+	expectBytes(t, c, []byte("hello"))
 	if _, err := d.Dial("tcp", fmt.Sprintf("denied.test:%d", echo)); err == nil || !strings.Contains(err.Error(), "not allowed") {
 		t.Errorf("denied through x/net/proxy: %v", err)
 	}
@@ -181,14 +181,14 @@ func TestSOCKSRefusesUnauthenticated(t *testing.T) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	c.Write([]byte{5, 1, 0})
-	expect(t, c, []byte{5, socksMethodNoAcceptable})
+	expectBytes(t, c, []byte{5, socksMethodNoAcceptable})
 	if _, err := c.Read(make([]byte, 1)); err == nil {
 		t.Error("connection left open")
 	}
 	// Wrong user, wrong password, empty credentials.
 	for _, up := range [][2]string{{h.p.SOCKSUser(), "x"}, {"x", h.p.SOCKSPassword()}, {"", ""}, {h.p.HTTPUser(), h.p.HTTPPassword()}} {
 		c := socksGreetAuth(t, h, up[0], up[1])
-		expect(t, c, []byte{1, 1})
+		expectBytes(t, c, []byte{1, 1})
 		if _, err := c.Read(make([]byte, 1)); err == nil {
 			t.Errorf("%v: connection left open", up)
 		}
@@ -205,7 +205,7 @@ func TestSOCKSRefusesBindAndAssociate(t *testing.T) {
 		verb string
 	}{{socksCmdBind, "socks5 BIND"}, {socksCmdAssociate, "socks5 UDP ASSOCIATE"}, {9, "socks5 command 9"}} {
 		c := socksGreetAuth(t, h, h.p.SOCKSUser(), h.p.SOCKSPassword())
-		expect(t, c, []byte{1, 0})
+		expectBytes(t, c, []byte{1, 0})
 		if code := socksSend(t, c, socksRequestBytes(tc.cmd, "8.8.8.8", 53)); code != socksCmdNotSupported {
 			t.Errorf("%s: reply %#x, want 0x07", tc.verb, code)
 		}
@@ -216,7 +216,7 @@ func TestSOCKSRefusesBindAndAssociate(t *testing.T) {
 	}
 	// An unknown address type.
 	c := socksGreetAuth(t, h, h.p.SOCKSUser(), h.p.SOCKSPassword())
-	expect(t, c, []byte{1, 0})
+	expectBytes(t, c, []byte{1, 0})
 	if code := socksSend(t, c, []byte{5, 1, 0, 9, 1, 2, 3, 4, 0, 80}); code != socksAddrNotSupported {
 		t.Errorf("address type 9: %#x", code)
 	}
@@ -235,7 +235,7 @@ func TestSOCKSRefusesSOCKS4(t *testing.T) {
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(10 * time.Second))
 		c.Write(req)
-		expect(t, c, []byte{0, socks4Rejected, 0, 0, 0, 0, 0, 0})
+		expectBytes(t, c, []byte{0, socks4Rejected, 0, 0, 0, 0, 0, 0})
 		if _, err := c.Read(make([]byte, 1)); err == nil {
 			t.Errorf("%s: connection left open", name)
 		}

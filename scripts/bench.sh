@@ -22,3 +22,4 @@ fi
 go test ./integration/ -run '^$' -count 1 -bench 'ExecVsBwrap|ShellVsBwrap' -benchtime "${n}x"
 go test ./integration/ -run '^$' -count 1 -bench 'ReadFileVsReference' -benchtime 3x
 go test ./integration/ -run '^$' -count 1 -bench 'GrepVsRipgrep' -benchtime 10x
+go test ./egress/ -run '^$' -count 1 -bench 'ConnectThroughput' -benchtime 4x
