@@ -207,12 +207,14 @@ func (s *Session) Prepare(c Command) (*Prepared, error) {
 	return &Prepared{Path: p.host.Bwrap, Args: args, Env: env, Dir: dir, Plan: plan, Sandboxed: true}, nil
 }
 
-// RelayBinaryName is the stand-alone relay, looked for beside this binary.
-const RelayBinaryName = "evener-mcp-relay"
+// RelayBinaryName is the program that carries the egress relay: evener-mcp,
+// the small binary (the MCP server beside it links libraries whose
+// initialisation would add milliseconds to every sandboxed command).
+const RelayBinaryName = "evener-mcp"
 
-// relayBinary finds the program that relays a sandbox's traffic: the small
-// evener-mcp-relay beside this binary when it is there, else this binary
-// itself (same helper, slower to start).
+// relayBinary finds the program that relays a sandbox's traffic: evener-mcp
+// beside this binary (or this binary, when it is evener-mcp), else this
+// binary itself, which carries the same hidden helper.
 func relayBinary() (string, error) {
 	exe, err := os.Executable()
 	if err == nil {

@@ -231,28 +231,51 @@ func TestEgressShellViolations(t *testing.T) {
 	})
 }
 
-// TestEgressWithoutRelayBinary: without evener-mcp-relay beside it,
-// evener-mcp re-executes itself as the relay, with the same result.
-func TestEgressWithoutRelayBinary(t *testing.T) {
+// TestSplitBinaries: evener-mcp hands the MCP modes to evener-mcp-server
+// beside it; without it, the MCP mode fails with one clear line while
+// exec still works, and the server alone still relays egress (it carries
+// the same hidden helper).
+func TestSplitBinaries(t *testing.T) {
 	srv := startLoopback(t)
 	alone := filepath.Join(baseDir, "alone")
 	mustMkdir(t, alone)
-	b, err := os.ReadFile(binPath)
-	if err != nil {
-		t.Fatal(err)
+	copyBin := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(baseDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(alone, name)
+		if err := os.WriteFile(dst, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dst
 	}
-	solo := filepath.Join(alone, "evener-mcp")
-	if err := os.WriteFile(solo, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	small := copyBin("evener-mcp")
+	server := copyBin("evener-mcp-server")
 	e := newEnv(t, identities(t)[0])
 	cfg := egressFixture(t, e, fmt.Sprintf("allowed.test:%d", srv.port), fmt.Sprintf("127.0.0.1:%d", srv.port))
-	cmd := []string{"exec", "--sandbox", "workspace-write", "--config", cfg, "--", "/bin/sh", "-c", fmt.Sprintf("curl -sf -m 5 http://allowed.test:%d/ && echo VIA_SELF", srv.port)}
 	saved := binPath
-	binPath = solo
 	defer func() { binPath = saved }()
-	r := e.run(t, cmd...)
-	if !strings.Contains(r.stdout, "VIA_SELF") {
-		t.Errorf("self re-exec relay: %s", r)
+
+	// The server binary on its own: its shell relays through itself.
+	must(t, os.Remove(small))
+	binPath = server
+	m := e.mcp(t, "--sandbox", "workspace-write", "--config", cfg)
+	r := m.call(t, "shell", map[string]any{"command": fmt.Sprintf("curl -sf -m 5 http://allowed.test:%d/ && echo VIA_SERVER", srv.port)})
+	if !strings.Contains(text(r), "VIA_SERVER") {
+		t.Errorf("relay through the server binary: %s", text(r))
+	}
+
+	// evener-mcp on its own: exec works, the MCP mode says what is missing.
+	small = copyBin("evener-mcp")
+	must(t, os.Remove(server))
+	binPath = small
+	res := e.run(t, "exec", "--sandbox", "workspace-write", "--config", cfg, "--", "/bin/sh", "-c", fmt.Sprintf("curl -sf -m 5 http://allowed.test:%d/ && echo VIA_SMALL", srv.port))
+	if !strings.Contains(res.stdout, "VIA_SMALL") {
+		t.Errorf("exec from evener-mcp alone: %s", res)
+	}
+	res = e.run(t, "--sandbox", "workspace-write")
+	if res.code != 2 || !strings.Contains(res.stderr, "evener-mcp-server must be installed beside evener-mcp") {
+		t.Errorf("MCP mode without the server binary: %s", res)
 	}
 }

@@ -47,7 +47,7 @@ func runMain(m *testing.M) int {
 	}
 	binPath = filepath.Join(baseDir, "evener-mcp")
 	// Both binaries, side by side, as scripts/run.sh installs them.
-	build := exec.Command("go", "build", "-o", baseDir+"/", "../cmd/evener-mcp", "../cmd/evener-mcp-relay")
+	build := exec.Command("go", "build", "-o", baseDir+"/", "../cmd/evener-mcp", "../cmd/evener-mcp-server")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {

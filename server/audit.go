@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/egress"
 	"github.com/evener-dev/evener-mcp/tools"
 )
 
@@ -77,7 +78,7 @@ func (a *Audit) Shell(command string, res confine.Result, v []tools.Violation) {
 }
 
 // Network records an egress refusal (the target is host:port as asked).
-func (a *Audit) Network(v tools.Violation) {
+func (a *Audit) Network(v egress.Violation) {
 	a.write(auditRecord{Tool: "egress", Decision: "denied", Rule: v.Action, Path: truncate(v.Target, 300), Command: truncate(v.Raw, 200)})
 }
 

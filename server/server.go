@@ -15,10 +15,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"os"
 	"slices"
+	"time"
 
 	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/egress"
 	"github.com/evener-dev/evener-mcp/tools"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -47,7 +50,7 @@ type Session struct {
 	Launcher *confine.Session
 	Files    *confine.FileAccess
 	Audit    *Audit
-	Egress   *Egress // nil unless sandboxed with the network on
+	Egress   *egress.Session // nil unless sandboxed with the network on
 	Tools    []string
 	// DegradedShell is set when the delegate floor could not be enforced
 	// for the shell (no backend): the file tools keep the read-only rules.
@@ -97,7 +100,11 @@ func NewSession(o Options) (*Session, error) {
 		return nil, err
 	}
 	if pol.Mode() != confine.ModeOff && pol.Network() == confine.NetworkOn {
-		if s.Egress, err = StartEgress(o.Config, s.Launcher, s.Audit.Network); err != nil {
+		s.Egress, err = egress.StartSession(o.Config.AllowDomains, os.Getenv(egress.HostsEnv), os.TempDir(), s.Audit.Network)
+		if err == nil {
+			err = s.Launcher.SetEgress(confine.EgressBridge(s.Egress.Bridge()))
+		}
+		if err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -132,7 +139,14 @@ func Build(s *Session, o Options, preamble string) *mcpserver.MCPServer {
 		mcpserver.WithOutputSchemaValidation(),
 		mcpserver.WithRecovery(),
 	)
-	deps := tools.Deps{Policy: s.Policy, Session: s.Launcher, Files: s.Files, Audit: s.Audit, Caps: o.Caps, NetViolations: s.Egress.Between}
+	deps := tools.Deps{Policy: s.Policy, Session: s.Launcher, Files: s.Files, Audit: s.Audit, Caps: o.Caps,
+		NetViolations: func(from, to time.Time) []tools.Violation {
+			var out []tools.Violation
+			for _, v := range s.Egress.Between(from, to) {
+				out = append(out, tools.Violation(v))
+			}
+			return out
+		}}
 	for _, t := range tools.All(deps) {
 		if slices.Contains(s.Tools, t.Tool.Name) {
 			srv.AddTool(t.Tool, t.Handler)

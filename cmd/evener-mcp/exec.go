@@ -11,31 +11,31 @@ import (
 
 	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/confine"
-	"github.com/evener-dev/evener-mcp/server"
-	"github.com/evener-dev/evener-mcp/tools"
+	"github.com/evener-dev/evener-mcp/cmd/internal/cli"
+	"github.com/evener-dev/evener-mcp/egress"
 )
 
 // runExec runs one command under the policy, streams its output and exits
 // with its code.
 func runExec(args []string) int {
-	s := newFlagSet("evener-mcp exec")
-	timeout := s.fs.Duration("timeout", 0, "kill the command's whole process tree after this long (0: never)")
-	if err := s.parse(args); err != nil {
+	s := cli.NewFlagSet("evener-mcp exec")
+	timeout := s.FS.Duration("timeout", 0, "kill the command's whole process tree after this long (0: never)")
+	if err := s.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintf(os.Stderr, "evener-mcp exec: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
-	cmdArgs := s.fs.Args()
+	cmdArgs := s.FS.Args()
 	if len(cmdArgs) == 0 {
 		fmt.Fprintln(os.Stderr, "evener-mcp exec: no command (usage: evener-mcp exec [flags] -- CMD [ARG...])")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	// An explicit mode is enforced or refused: the launch itself is the
 	// user-namespace probe. Only an unset mode, which may degrade, needs to
 	// know beforehand.
-	cfg, pol, code := s.resolve(func(c *config.Config) confine.ProbeDepth {
+	cfg, pol, code := s.Resolve(func(c *config.Config) confine.ProbeDepth {
 		if c.Spec.ModeExplicit {
 			return confine.ProbeStatic
 		}
@@ -47,18 +47,21 @@ func runExec(args []string) int {
 	sess, err := confine.NewSession(pol, cfg.EnvPassthrough)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
-		return exitRefused
+		return cli.ExitRefused
 	}
 	defer sess.Close()
 	if pol.Mode() != confine.ModeOff && pol.Network() == confine.NetworkOn {
-		eg, err := server.StartEgress(cfg, sess, func(v tools.Violation) {
+		eg, err := egress.StartSession(cfg.AllowDomains, os.Getenv(egress.HostsEnv), os.TempDir(), func(v egress.Violation) {
 			fmt.Fprintf(os.Stderr, "evener-mcp: egress refused %s: %s\n", v.Target, v.Raw)
 		})
+		if err == nil {
+			defer eg.Close()
+			err = sess.SetEgress(confine.EgressBridge(eg.Bridge()))
+		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "evener-mcp: refusing to run: --sandbox-net on: %v\n", err)
-			return exitRefused
+			return cli.ExitRefused
 		}
-		defer eg.Close()
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
@@ -71,7 +74,7 @@ func runExec(args []string) int {
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "evener-mcp: refusing to run: --sandbox %s: %v\n", pol.Mode(), err)
-		return exitRefused
+		return cli.ExitRefused
 	}
 	if res.TimedOut {
 		fmt.Fprintf(os.Stderr, "evener-mcp: timed out after %s; killed the process tree\n", *timeout)

@@ -16,12 +16,8 @@ package main
 import (
 	"fmt"
 	"os"
-)
 
-// Exit codes of the launcher itself (a command's own code passes through).
-const (
-	exitUsage   = 2   // bad flags or configuration
-	exitRefused = 125 // the sandbox cannot be enforced or could not be built
+	"github.com/evener-dev/evener-mcp/cmd/internal/cli"
 )
 
 func main() {
@@ -42,17 +38,18 @@ func run(args []string) int {
 	case "probe":
 		return runProbe(args)
 	case "":
-		return runStdio(args)
+		// The MCP server is a binary of its own beside this one; it
+		// takes over this process (same pid, same stdio).
+		return execServer(args)
 	case "serve":
-		fmt.Fprintln(os.Stderr, "evener-mcp: serve (Streamable HTTP) is not built yet; run without a subcommand for stdio")
-		return exitUsage
+		return execServer(append([]string{"serve"}, args...))
 	case "help", "-h", "--help":
 		usage()
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "evener-mcp: unknown subcommand %q\n", sub)
 	usage()
-	return exitUsage
+	return cli.ExitUsage
 }
 
 func usage() {
@@ -62,5 +59,5 @@ func usage() {
   evener-mcp probe [flags]                  print the host report and the resolved policy
 flags:
 `)
-	newFlagSet("evener-mcp").fs.PrintDefaults()
+	cli.NewFlagSet("evener-mcp").FS.PrintDefaults()
 }

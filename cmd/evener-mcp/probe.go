@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/evener-dev/evener-mcp/cmd/internal/cli"
 	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/confine"
 )
@@ -15,16 +16,16 @@ import (
 // runProbe prints the host report and the resolved policy; it exits 0 only
 // when the resolved mode is enforced (or off was asked for).
 func runProbe(args []string) int {
-	s := newFlagSet("evener-mcp probe")
-	asJSON := s.fs.Bool("json", false, "print the report as JSON")
-	if err := s.parse(args); err != nil {
+	s := cli.NewFlagSet("evener-mcp probe")
+	asJSON := s.FS.Bool("json", false, "print the report as JSON")
+	if err := s.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintf(os.Stderr, "evener-mcp probe: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
-	cfg, pol, code := s.resolve(func(*config.Config) confine.ProbeDepth { return confine.ProbeFull })
+	cfg, pol, code := s.Resolve(func(*config.Config) confine.ProbeDepth { return confine.ProbeFull })
 	if code != 0 {
 		return code
 	}
@@ -32,7 +33,7 @@ func runProbe(args []string) int {
 	sess, err := confine.NewSession(pol, cfg.EnvPassthrough)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
-		return exitRefused
+		return cli.ExitRefused
 	}
 	defer sess.Close()
 	var plan confine.MountPlan
@@ -41,7 +42,7 @@ func runProbe(args []string) int {
 		pr, err := sess.Prepare(confine.Command{Args: []string{"true"}})
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
-			return exitRefused
+			return cli.ExitRefused
 		}
 		plan, argv = pr.Plan, pr.Args
 	}

@@ -1,3 +1,9 @@
+// Command evener-mcp-server is evener-mcp's MCP server: `evener-mcp` with
+// no subcommand (and `evener-mcp serve`) execs it. It parses the same
+// flags and hands the configuration to server.RunStdio.
+//
+//go:debug containermaxprocs=0
+//go:debug updatemaxprocs=0
 package main
 
 import (
@@ -10,28 +16,51 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"github.com/evener-dev/evener-mcp/cmd/internal/cli"
 	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/evener-dev/evener-mcp/server"
 	"github.com/evener-dev/evener-mcp/tools"
 )
 
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	// The hidden egress helpers, for when evener-mcp is not installed
+	// beside this binary and the launcher re-executes this one instead.
+	if len(args) > 0 {
+		switch args[0] {
+		case confine.RelaySubcommand:
+			return confine.RunRelay(args[1:])
+		case confine.ConnectSubcmd:
+			return confine.RunConnect(args[1:])
+		}
+	}
+	if len(args) > 0 && args[0] == "serve" {
+		fmt.Fprintln(os.Stderr, "evener-mcp: serve (Streamable HTTP) is not built yet; run without a subcommand for stdio")
+		return cli.ExitUsage
+	}
+	return runStdio(args)
+}
+
 // runStdio serves MCP over stdin/stdout: what an mcpServers entry runs.
 // stderr carries the startup line and warnings, never protocol.
 func runStdio(args []string) int {
-	s := newFlagSet("evener-mcp")
-	if err := s.parse(args); err != nil {
+	s := cli.NewFlagSet("evener-mcp")
+	if err := s.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
-	if len(s.fs.Args()) > 0 {
-		fmt.Fprintf(os.Stderr, "evener-mcp: unexpected argument %q\n", s.fs.Args()[0])
-		return exitUsage
+	if len(s.FS.Args()) > 0 {
+		fmt.Fprintf(os.Stderr, "evener-mcp: unexpected argument %q\n", s.FS.Args()[0])
+		return cli.ExitUsage
 	}
-	cfg, pol, code := s.resolve(func(*config.Config) confine.ProbeDepth { return confine.ProbeFull })
+	cfg, pol, code := s.Resolve(func(*config.Config) confine.ProbeDepth { return confine.ProbeFull })
 	if code != 0 {
 		return code
 	}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/evener-dev/evener-mcp/cmd/internal/cli"
+)
+
+// ServerBinary is the MCP server, installed beside evener-mcp. It is a
+// binary of its own because the MCP library links a JSON Schema package
+// whose initialisation costs about 6 ms at every start: evener-mcp stays
+// small for `exec`, `probe` and the in-sandbox egress relay, and hands the
+// MCP modes to the server with execve (same process, same stdio).
+const ServerBinary = "evener-mcp-server"
+
+func execServer(args []string) int {
+	self, err := os.Executable()
+	if err == nil {
+		self, err = filepath.EvalSymlinks(self)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "evener-mcp: locate %s: %v\n", ServerBinary, err)
+		return cli.ExitUsage
+	}
+	path := filepath.Join(filepath.Dir(self), ServerBinary)
+	if err := syscall.Exec(path, append([]string{path}, args...), os.Environ()); err != nil {
+		fmt.Fprintf(os.Stderr, "evener-mcp: the MCP server %s must be installed beside evener-mcp (scripts/run.sh builds both): %v\n", path, err)
+		return cli.ExitUsage
+	}
+	return 0
+}

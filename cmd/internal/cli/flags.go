@@ -1,0 +1,86 @@
+// Package cli holds what the evener-mcp commands share: the flags every
+// subcommand takes, and resolving them into a configuration and a policy.
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/evener-dev/evener-mcp/config"
+	"github.com/evener-dev/evener-mcp/confine"
+)
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// Exit codes of the launcher itself (a command's own code passes through).
+const (
+	ExitUsage   = 2   // bad flags or configuration
+	ExitRefused = 125 // the sandbox cannot be enforced or could not be built
+)
+
+// FlagSet holds the flags every subcommand shares.
+type FlagSet struct {
+	FS *flag.FlagSet
+	F  config.Flags
+}
+
+// NewFlagSet declares the shared flags.
+func NewFlagSet(name string) *FlagSet {
+	s := &FlagSet{FS: flag.NewFlagSet(name, flag.ContinueOnError)}
+	fs := s.FS
+	fs.StringVar(&s.F.Workdir, "workdir", "", "the worktree the session works in (default: current directory)")
+	fs.StringVar(&s.F.Sandbox, "sandbox", "", "off, read-only, workspace-write or restricted (default: workspace-write where enforceable, else off with a warning)")
+	fs.StringVar(&s.F.SandboxNet, "sandbox-net", "", "on or off (default on)")
+	fs.StringVar(&s.F.Backend, "sandbox-backend", "", "native, none or microvm (default native)")
+	fs.Var((*listFlag)(&s.F.AllowDomains), "allow-domain", "allowlist pattern for egress (repeatable)")
+	fs.Var((*listFlag)(&s.F.AddDirs), "add-dir", "extra writable root (repeatable)")
+	fs.StringVar(&s.F.Tools, "tools", "", "comma list limiting the published tools")
+	fs.Var((*listFlag)(&s.F.ConfigFiles), "config", "trusted configuration file (repeatable)")
+	fs.StringVar(&s.F.StateDir, "state-dir", "", "audit log and session records")
+	return s
+}
+
+// Parse parses args; -h prints the flags.
+func (s *FlagSet) Parse(args []string) error {
+	s.FS.SetOutput(io.Discard)
+	err := s.FS.Parse(args)
+	if err == flag.ErrHelp {
+		s.FS.SetOutput(os.Stderr)
+		s.FS.PrintDefaults()
+	}
+	return err
+}
+
+// Resolve loads the configuration layers, probes the host and resolves the
+// policy. It prints one legible line and returns a non-zero exit code on
+// any failure.
+func (s *FlagSet) Resolve(depth func(*config.Config) confine.ProbeDepth) (*config.Config, *confine.Policy, int) {
+	env := os.Environ()
+	cfg, err := config.Load(s.F, env)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
+		return nil, nil, ExitUsage
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(os.Stderr, "evener-mcp: warning: %s\n", w)
+	}
+	host := confine.Probe(depth(cfg), env)
+	if cfg.Backend != "" {
+		if err := host.CheckBackend(cfg.Backend); err != nil {
+			fmt.Fprintf(os.Stderr, "evener-mcp: refusing to start: %v\n", err)
+			return cfg, nil, ExitRefused
+		}
+	}
+	pol, err := confine.Resolve(cfg.Spec, host)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "evener-mcp: refusing to start: %v\n", err)
+		return cfg, nil, ExitRefused
+	}
+	return cfg, pol, 0
+}
