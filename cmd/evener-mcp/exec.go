@@ -9,9 +9,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/evener-dev/evener-mcp/cmd/internal/cli"
 	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/confine"
-	"github.com/evener-dev/evener-mcp/cmd/internal/cli"
 	"github.com/evener-dev/evener-mcp/egress"
 )
 
