@@ -96,7 +96,7 @@ func (f *dirFS) ReadDir(rel string, max int) ([]search.Entry, bool, error) {
 		return nil, false, err
 	}
 	defer release()
-	ents, truncated, err := d.Entries(max)
+	ents, truncated, err := d.Names(max)
 	if err != nil {
 		return nil, false, err
 	}
