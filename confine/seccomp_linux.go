@@ -193,6 +193,33 @@ var argRulesCommon = []argRule{
 
 var clone3Nr = syscallNr{"clone3", unix.SYS_CLONE3}
 
+// denyTree returns code that answers EPERM when the syscall number in the
+// accumulator is one of nrs (sorted, unique) and otherwise falls through to
+// the instruction after it. It is a binary search over the numbers, so an
+// allowed syscall runs about a dozen instructions instead of one compare per
+// refused syscall: the kernel evaluates the filter for every syscall nr when
+// it is attached, and for each argument-dependent syscall at every call.
+func denyTree(nrs []uint32) []bpf.Instruction {
+	if len(nrs) <= 3 {
+		var out []bpf.Instruction
+		for _, nr := range nrs {
+			out = append(out,
+				bpf.JumpIf{Cond: bpf.JumpEqual, Val: nr, SkipFalse: 1},
+				bpf.RetConstant{Val: retEPERM})
+		}
+		return out
+	}
+	mid := len(nrs) / 2
+	left, right := denyTree(nrs[:mid]), denyTree(nrs[mid:])
+	if len(left)+1 > 255 {
+		panic("bug: seccomp deny tree too deep for an 8-bit jump")
+	}
+	out := []bpf.Instruction{bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: nrs[mid], SkipTrue: uint8(len(left) + 1)}}
+	out = append(out, left...)
+	out = append(out, bpf.Jump{Skip: uint32(len(right))})
+	return append(out, right...)
+}
+
 // seccompInstructions builds the program for the running arch.
 func seccompInstructions() []bpf.Instruction {
 	p := []bpf.Instruction{
@@ -210,15 +237,15 @@ func seccompInstructions() []bpf.Instruction {
 			bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: seccompX32Bit, SkipFalse: 1},
 			bpf.RetConstant{Val: retEPERM})
 	}
-	deny := func(s syscallNr, ret uint32) {
-		p = append(p,
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: s.nr, SkipFalse: 1},
-			bpf.RetConstant{Val: ret})
-	}
+	var nrs []uint32
 	for _, s := range slices.Concat(denyCommon, denyArch) {
-		deny(s, retEPERM)
+		nrs = append(nrs, s.nr)
 	}
-	deny(clone3Nr, retENOSYS)
+	slices.Sort(nrs)
+	p = append(p, denyTree(slices.Compact(nrs))...)
+	p = append(p,
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: clone3Nr.nr, SkipFalse: 1},
+		bpf.RetConstant{Val: retENOSYS})
 	for _, r := range slices.Concat(argRulesCommon, argRulesArch) {
 		body := []bpf.Instruction{bpf.LoadAbsolute{Off: uint32(seccompDataArgs + 8*r.arg), Size: 4}}
 		if r.mask != 0 {
