@@ -1343,6 +1343,28 @@ func (fa *FileAccess) WriteFile(path string, data []byte, o WriteOptions) (creat
 	return !exists, nil
 }
 
+// existingTarget resolves path under the write rules and opens its parent;
+// the target must exist. The caller closes the returned descriptor.
+func (fa *FileAccess) existingTarget(op, path string) (writeTarget, int, error) {
+	t, err := fa.writeTarget(op, path)
+	if err != nil {
+		return t, -1, err
+	}
+	pfd, _, _, _, err := fa.openParent(op, t, parentExisting)
+	if err != nil {
+		return t, -1, err
+	}
+	exists, _, err := fa.targetKind(op, t.display, pfd, t.base)
+	if err == nil && !exists {
+		err = filePathErr(op, t.display, syscall.ENOENT)
+	}
+	if err != nil {
+		unix.Close(pfd)
+		return t, -1, err
+	}
+	return t, pfd, nil
+}
+
 // Remove deletes a regular file under the write rules.
 func (fa *FileAccess) Remove(path string) error {
 	if err := fa.enter(); err != nil {
@@ -1350,22 +1372,11 @@ func (fa *FileAccess) Remove(path string) error {
 	}
 	defer fa.leave()
 	const op = "delete"
-	t, err := fa.writeTarget(op, path)
-	if err != nil {
-		return err
-	}
-	pfd, _, _, _, err := fa.openParent(op, t, parentExisting)
+	t, pfd, err := fa.existingTarget(op, path)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(pfd)
-	exists, _, err := fa.targetKind(op, t.display, pfd, t.base)
-	if err != nil {
-		return err
-	}
-	if !exists {
-		return filePathErr(op, t.display, syscall.ENOENT)
-	}
 	if err := unix.Unlinkat(pfd, t.base, 0); err != nil {
 		return filePathErr(op, t.display, err)
 	}
@@ -1380,31 +1391,20 @@ func (fa *FileAccess) Rename(from, to string) error {
 	}
 	defer fa.leave()
 	const op = "rename"
-	ft, err := fa.writeTarget(op, from)
-	if err != nil {
-		return err
-	}
-	tt, err := fa.writeTarget(op, to)
-	if err != nil {
-		return err
-	}
-	fpfd, _, _, _, err := fa.openParent(op, ft, parentExisting)
+	ft, fpfd, err := fa.existingTarget(op, from)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fpfd)
+	tt, err := fa.writeTarget(op, to)
+	if err != nil {
+		return err
+	}
 	tpfd, _, _, _, err := fa.openParent(op, tt, parentExisting)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(tpfd)
-	exists, _, err := fa.targetKind(op, ft.display, fpfd, ft.base)
-	if err != nil {
-		return err
-	}
-	if !exists {
-		return filePathErr(op, ft.display, syscall.ENOENT)
-	}
 	if exists, _, err := fa.targetKind(op, tt.display, tpfd, tt.base); err != nil || exists {
 		if err == nil {
 			err = filePathErr(op, tt.display, syscall.EEXIST)
