@@ -163,3 +163,42 @@ func TestMCPServersSnippet(t *testing.T) {
 		t.Fatalf("read_file through the snippet's server: %v %v", err, res)
 	}
 }
+
+// TestMCPReadFileKinds: byte-exact text with ranges and totals, binary and
+// non-UTF-8 flagged (never a silent U+FFFD), images as image content, and
+// the size cap.
+func TestMCPReadFileKinds(t *testing.T) {
+	e := newEnv(t, identities(t)[0])
+	writeFile(t, filepath.Join(e.work, "lines.txt"), "one\r\ntwo\r\nthree\r\n")
+	writeFile(t, filepath.Join(e.work, "latin1.txt"), "caf\xe9\n")
+	writeFile(t, filepath.Join(e.work, "blob.bin"), "abc\x00def")
+	writeFile(t, filepath.Join(e.work, "pic.png"), "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+	big := make([]byte, 11<<20)
+	must(t, os.WriteFile(filepath.Join(e.work, "big.txt"), big, 0o644))
+	m := e.mcp(t, "--sandbox", "workspace-write", "--sandbox-net", "off")
+
+	r := m.call(t, "read_file", map[string]any{"path": "lines.txt", "offset": 2, "limit": 1})
+	s := structured(t, r)
+	if text(r) != "two\r\n" || s["total_lines"] != float64(3) || s["more"] != true {
+		t.Errorf("range: %q %v", text(r), s)
+	}
+	r = m.call(t, "read_file", map[string]any{"path": "latin1.txt"})
+	if s := structured(t, r); s["non_utf8"] != true || !strings.Contains(text(r), `\xe9`) || strings.ContainsRune(text(r), '\uFFFD') {
+		t.Errorf("non-UTF-8: %q %v", text(r), s)
+	}
+	r = m.call(t, "read_file", map[string]any{"path": "blob.bin"})
+	if s := structured(t, r); s["binary"] != true || strings.Contains(text(r), "def") {
+		t.Errorf("binary: %q %v", text(r), s)
+	}
+	r = m.call(t, "read_file", map[string]any{"path": "pic.png"})
+	if len(r.Content) != 1 {
+		t.Fatalf("image: %v", r.Content)
+	}
+	if img, ok := r.Content[0].(mcp.ImageContent); !ok || img.MIMEType != "image/png" {
+		t.Errorf("image content: %#v", r.Content[0])
+	}
+	r = m.call(t, "read_file", map[string]any{"path": "big.txt"})
+	if !r.IsError || !strings.Contains(text(r), "cap") {
+		t.Errorf("size cap: %s", text(r))
+	}
+}
