@@ -47,7 +47,7 @@ func (fa *FileAccess) NewStage() *Stage             { return &Stage{} }
 // Dir is unavailable outside Linux in this build.
 type Dir struct{}
 
-func (d *Dir) Names(max int) ([]DirEntry, bool, error) { return nil, false, errNoFileAccess }
+func (d *Dir) Names(max int) ([]DirEntry, bool, error)   { return nil, false, errNoFileAccess }
 func (d *Dir) Entries(max int) ([]DirEntry, bool, error) { return nil, false, errNoFileAccess }
 func (d *Dir) OpenDir(name string) (*Dir, error)         { return nil, errNoFileAccess }
 func (d *Dir) OpenFile(name string) (*os.File, error)    { return nil, errNoFileAccess }
