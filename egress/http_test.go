@@ -575,7 +575,10 @@ func TestHTTPCloseEndsPendingRequest(t *testing.T) {
 	}
 	select {
 	case err := <-errc:
-		if err == nil || strings.Contains(err.Error(), "got ") {
+		// Either the connection is cut, or the proxy answers 502 for the
+		// upstream it just cancelled before cutting it; both end the wait.
+		// A success would mean the hanging upstream answered.
+		if err == nil || (strings.Contains(err.Error(), "got ") && !strings.Contains(err.Error(), "502")) {
 			t.Errorf("client: %v", err)
 		}
 	case <-time.After(5 * time.Second):
