@@ -118,6 +118,21 @@ func joinPidsCgroup(dir string, pids ...int) error {
 	return nil
 }
 
+// inCgroup reports whether pid is a member of the cgroup directory dir.
+func inCgroup(pid int, dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return false
+	}
+	want := strconv.Itoa(pid)
+	for _, l := range strings.Split(string(b), "\n") {
+		if l == want {
+			return true
+		}
+	}
+	return false
+}
+
 // removePidsCgroup removes a spawn's cgroup once its processes are gone
 // (the kernel may take a moment to release the last exited task).
 func removePidsCgroup(dir string) {

@@ -290,6 +290,7 @@ func (s *Session) Run(ctx context.Context, c Command) (Result, error) {
 type spawnFiles struct {
 	seccompR, infoR, infoW, blockR, blockW *os.File
 	cgroup                                 string // pids cgroup of a root server's spawn
+	bwrapJoined                            bool   // bwrap was moved into it right after start
 }
 
 func (f *spawnFiles) closeChildEnds() {
@@ -360,6 +361,10 @@ func (s *Session) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles, onStar
 		f.closeChildEnds()
 		if f.cgroup != "" {
 			defer removePidsCgroup(f.cgroup)
+			// Move bwrap now, while it is still starting: the migration
+			// (which can wait for an RCU grace period) overlaps its start,
+			// and the sandbox it clones is born inside. release checks.
+			f.bwrapJoined = joinPidsCgroup(f.cgroup, cmd.Process.Pid) == nil
 		}
 		pid, err := s.release(cmd.Process.Pid, f, onStart)
 		if err != nil {
@@ -443,7 +448,15 @@ func (s *Session) release(bwrapPID int, f *spawnFiles, onStart func()) (int, err
 	}
 	if f.cgroup != "" {
 		// bwrap itself and the held init: every later fork lands inside.
-		if err := joinPidsCgroup(f.cgroup, bwrapPID, info.ChildPID); err != nil {
+		// The init is moved too unless it was born there (bwrap joined
+		// before it cloned).
+		pids := []int{info.ChildPID}
+		if !f.bwrapJoined {
+			pids = append(pids, bwrapPID)
+		} else if inCgroup(info.ChildPID, f.cgroup) {
+			pids = nil
+		}
+		if err := joinPidsCgroup(f.cgroup, pids...); err != nil {
 			return info.ChildPID, fmt.Errorf("%w: %v", ErrSandboxSetup, err)
 		}
 	}
