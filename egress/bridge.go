@@ -10,6 +10,11 @@ import (
 	"sync"
 )
 
+// MaxBridgeConns bounds the connections a session's sandboxes may hold open
+// through one bridge socket at once: each costs the server descriptors and
+// proxy buffers, and a command could otherwise open them by the thousand.
+const MaxBridgeConns = 512
+
 // Bridge exposes a session's proxies as two Unix sockets in a private
 // directory, for the launcher to bind into a sandbox whose network
 // namespace has no other way out. Each connection is relayed to the
@@ -66,12 +71,20 @@ func (b *Bridge) track(c net.Conn, add bool) bool {
 
 func (b *Bridge) serve(ln net.Listener, addr string) {
 	defer b.wg.Done()
+	slots := make(chan struct{}, MaxBridgeConns)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			c.Close() // over the cap: refused at once
+			continue
+		}
 		go func() {
+			defer func() { <-slots }()
 			defer c.Close()
 			if !b.track(c, true) {
 				return
