@@ -146,7 +146,10 @@ func (c *capture) Write(p []byte) (int, error) {
 		if len(c.pending) > 64<<10 {
 			c.pending = c.pending[len(c.pending)-64<<10:]
 		}
-		if time.Since(c.lastSent) > 100*time.Millisecond || len(c.pending) > 16<<10 {
+		// At most ten notifications a second, whatever the output rate: a
+		// command printing gigabytes must not flood the client. Between
+		// them, only the last 64 KiB are kept to send.
+		if time.Since(c.lastSent) > 100*time.Millisecond {
 			c.sendLocked()
 		}
 	}
