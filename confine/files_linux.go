@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -747,36 +746,17 @@ func (d *Dir) Entries(max int) ([]DirEntry, bool, error) {
 	if d.fd < 0 {
 		return nil, false, errFileAccessClosed
 	}
-	if _, err := unix.Seek(d.fd, 0, io.SeekStart); err != nil {
-		return nil, false, filePathErr("list", d.display, err)
+	dents, truncated, err := d.readDirents()
+	if err != nil {
+		return nil, false, err
 	}
-	var names []string
-	truncated := false
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := unix.Getdents(d.fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, false, filePathErr("list", d.display, err)
-		}
-		if n <= 0 {
-			break
-		}
-		_, _, names = unix.ParseDirent(buf[:n], -1, names)
-		if len(names) >= d.fa.opts.MaxDirNames {
-			names, truncated = names[:d.fa.opts.MaxDirNames], true
-			break
-		}
-	}
-	sort.Strings(names)
 	var ds *denyState
 	if d.fa.mode != ModeOff {
 		ds = d.fa.denyNow()
 	}
-	out := make([]DirEntry, 0, len(names))
-	for _, name := range names {
+	out := make([]DirEntry, 0, len(dents))
+	for _, de := range dents {
+		name := de.name
 		if max > 0 && len(out) >= max {
 			truncated = true // the remaining names were left out
 			break
@@ -810,15 +790,58 @@ func (d *Dir) Names(max int) ([]DirEntry, bool, error) {
 	if d.fd < 0 {
 		return nil, false, errFileAccessClosed
 	}
-	if _, err := unix.Seek(d.fd, 0, io.SeekStart); err != nil {
-		return nil, false, filePathErr("list", d.display, err)
+	dents, truncated, err := d.readDirents()
+	if err != nil {
+		return nil, false, err
 	}
 	var ds *denyState
 	if d.fa.mode != ModeOff {
 		ds = d.fa.denyNow()
 	}
-	var out []DirEntry
-	truncated := false
+	out := make([]DirEntry, 0, len(dents))
+	for _, de := range dents {
+		if max > 0 && len(out) >= max {
+			truncated = true
+			break
+		}
+		if ds != nil && ds.deniedClean(joinClean(d.real, de.name)) {
+			continue
+		}
+		e := DirEntry{Name: de.name, Size: -1}
+		switch de.typ {
+		case unix.DT_REG:
+			e.Kind = PathFile
+		case unix.DT_DIR:
+			e.Kind = PathDir
+		case unix.DT_LNK:
+			e.Kind = PathSymlink
+		case unix.DT_UNKNOWN:
+			var st unix.Stat_t
+			if unix.Fstatat(d.fd, de.name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+				continue
+			}
+			e.Kind, e.Size = kindFromUnix(st.Mode), st.Size
+		default:
+			e.Kind = PathOther
+		}
+		out = append(out, e)
+	}
+	return out, truncated, nil
+}
+
+type dirent struct {
+	name string
+	typ  uint8
+}
+
+// readDirents reads the whole directory from its start (at most
+// MaxDirNames names), sorted by name, with the type the listing gives;
+// "." and ".." are left out. The caller holds d.mu exclusively.
+func (d *Dir) readDirents() ([]dirent, bool, error) {
+	if _, err := unix.Seek(d.fd, 0, io.SeekStart); err != nil {
+		return nil, false, filePathErr("list", d.display, err)
+	}
+	var out []dirent
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := unix.Getdents(d.fd, buf)
@@ -836,51 +859,23 @@ func (d *Dir) Names(max int) ([]DirEntry, bool, error) {
 			if reclen < 19 || reclen > len(b) {
 				break
 			}
-			typ := b[18]
 			name := b[19:reclen]
 			if i := bytes.IndexByte(name, 0); i >= 0 {
 				name = name[:i]
 			}
+			typ := b[18]
 			b = b[reclen:]
-			nm := string(name)
-			if nm == "." || nm == ".." {
-				continue
+			if nm := string(name); nm != "." && nm != ".." {
+				out = append(out, dirent{nm, typ})
 			}
-			if ds != nil && ds.deniedClean(joinClean(d.real, nm)) {
-				continue
-			}
-			e := DirEntry{Name: nm, Size: -1}
-			switch typ {
-			case unix.DT_REG:
-				e.Kind = PathFile
-			case unix.DT_DIR:
-				e.Kind = PathDir
-			case unix.DT_LNK:
-				e.Kind = PathSymlink
-			case unix.DT_UNKNOWN:
-				var st unix.Stat_t
-				if unix.Fstatat(d.fd, nm, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-					continue
-				}
-				e.Kind, e.Size = kindFromUnix(st.Mode), st.Size
-			default:
-				e.Kind = PathOther
-			}
-			out = append(out, e)
 			if len(out) >= d.fa.opts.MaxDirNames {
-				truncated = true
-				break
+				slices.SortFunc(out, func(a, b dirent) int { return strings.Compare(a.name, b.name) })
+				return out, true, nil
 			}
 		}
-		if truncated {
-			break
-		}
 	}
-	slices.SortFunc(out, func(a, b DirEntry) int { return strings.Compare(a.Name, b.Name) })
-	if max > 0 && len(out) > max {
-		out, truncated = out[:max], true
-	}
-	return out, truncated, nil
+	slices.SortFunc(out, func(a, b dirent) int { return strings.Compare(a.name, b.name) })
+	return out, false, nil
 }
 
 // OpenDir opens a direct child directory, never through a symlink.
