@@ -301,29 +301,11 @@ func splitAuthority(a string) (string, int, error) {
 	if host == "" {
 		return "", 0, errors.New("empty host")
 	}
-	port, err := parseProxyPort(ps)
+	port, err := parsePort(ps)
 	if err != nil {
 		return "", 0, err
 	}
 	return host, port, nil
-}
-
-// parseProxyPort accepts decimal digits only, 1 to 65535.
-func parseProxyPort(s string) (int, error) {
-	if s == "" || len(s) > 5 {
-		return 0, fmt.Errorf("invalid port %q", s)
-	}
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf("invalid port %q", s)
-		}
-		n = n*10 + int(s[i]-'0')
-	}
-	if n < 1 || n > 65535 {
-		return 0, fmt.Errorf("invalid port %q", s)
-	}
-	return n, nil
 }
 
 // hostPortOf splits a Host header value; the port defaults to 80.
@@ -336,7 +318,7 @@ func hostPortOf(v string) (string, int, error) {
 	if ps == "" {
 		return host, 80, nil
 	}
-	port, err := parseProxyPort(ps)
+	port, err := parsePort(ps)
 	return host, port, err
 }
 
@@ -359,7 +341,7 @@ func (hc *httpClientConn) forward(req *http.Request, hostValues []string) bool {
 	port := 80
 	if ps := u.Port(); ps != "" {
 		var err error
-		if port, err = parseProxyPort(ps); err != nil {
+		if port, err = parsePort(ps); err != nil {
 			return hc.reply(req, http.StatusBadRequest, nil, "evener-mcp: "+printableASCII(err.Error(), 200)+"\n", false)
 		}
 	}
