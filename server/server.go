@@ -27,6 +27,9 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
+// sessionEndBudget bounds the SessionEnd hooks of a closing session.
+const sessionEndBudget = 10 * time.Second
+
 // Version is reported to clients.
 var Version = "0.1.0-dev"
 
@@ -55,6 +58,8 @@ type Session struct {
 	// DegradedShell is set when the delegate floor could not be enforced
 	// for the shell (no backend): the file tools keep the read-only rules.
 	DegradedShell string
+
+	hooks *sessionHooks
 }
 
 // NewSession builds a session from the server's policy, narrowed by the
@@ -99,6 +104,7 @@ func NewSession(o Options) (*Session, error) {
 		s.Close()
 		return nil, err
 	}
+	s.hooks = newSessionHooks(o, s)
 	if pol.Mode() != confine.ModeOff && pol.Network() == confine.NetworkOn {
 		s.Egress, err = egress.StartSession(o.Config.AllowDomains, os.Getenv(egress.HostsEnv), os.TempDir(), s.Audit.Network)
 		if err == nil {
@@ -115,6 +121,11 @@ func NewSession(o Options) (*Session, error) {
 // Close kills the session's processes and removes its scratch.
 func (s *Session) Close() error {
 	var errs []error
+	if s.hooks != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), sessionEndBudget)
+		s.hooks.end(ctx)
+		cancel()
+	}
 	if s.Egress != nil {
 		errs = append(errs, s.Egress.Close())
 	}
@@ -138,6 +149,7 @@ func Build(s *Session, o Options, preamble string) *mcpserver.MCPServer {
 		mcpserver.WithInputSchemaValidation(),
 		mcpserver.WithOutputSchemaValidation(),
 		mcpserver.WithRecovery(),
+		mcpserver.WithToolHandlerMiddleware(s.hooks.middleware),
 	)
 	deps := tools.Deps{Policy: s.Policy, Session: s.Launcher, Files: s.Files, Audit: s.Audit, Caps: o.Caps,
 		NetViolations: func(from, to time.Time) []tools.Violation {
@@ -173,6 +185,12 @@ func RunStdio(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer)
 		o.Warn(s.DegradedShell)
 	}
 	preamble := Preamble(ctx, s.Launcher, o.Config.AllowDomains, s.DegradedShell)
+	if warning, extra := s.hooks.start(ctx); warning != "" || extra != "" {
+		if warning != "" && o.Warn != nil {
+			o.Warn(warning)
+		}
+		preamble += extra
+	}
 	srv := Build(s, o, preamble)
 	out := &syncWriter{w: stdout}
 	stdio := mcpserver.NewStdioServer(srv)
