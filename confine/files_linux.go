@@ -61,7 +61,11 @@ type FileAccess struct {
 	wd      heldRoot
 	adds    []heldRoot
 	scr     *heldRoot
-	deny    []string // credential entries: p.Denylist() + SystemSecrets
+	grants  []heldRoot // directories a human approved for this access (Grant)
+	deny    []string   // credential entries: p.Denylist() + SystemSecrets
+
+	pol        *Policy // what Grant rebuilds from
+	scratchArg string
 
 	life   sync.RWMutex // read-held by every operation, write-held by Close
 	closed bool
@@ -84,7 +88,7 @@ func NewFileAccessWith(p *Policy, scratch string, o FileAccessOptions) (fa *File
 		return nil, errors.New("file access: no policy")
 	}
 	fa = &FileAccess{mode: p.Mode(), opts: o.withDefaults(), workdir: p.Workdir(),
-		slash: heldRoot{fd: -1}, wd: heldRoot{fd: -1}}
+		slash: heldRoot{fd: -1}, wd: heldRoot{fd: -1}, pol: p, scratchArg: scratch}
 	defer func() {
 		if err != nil {
 			fa.closeFDs()
@@ -160,7 +164,63 @@ func (fa *FileAccess) allRoots() []*heldRoot {
 	if fa.scr != nil {
 		out = append(out, fa.scr)
 	}
+	for i := range fa.grants {
+		out = append(out, &fa.grants[i])
+	}
 	return out
+}
+
+// ErrNotGrantable is returned by Grant for a directory no approval may
+// open: a masked path, a pseudo-filesystem, a path that does not resolve
+// to a directory without symlinks, or any directory in read-only or off
+// mode.
+var ErrNotGrantable = errors.New("not grantable")
+
+// Grant returns a new FileAccess that also treats dir as a root for reads
+// (restricted) and writes (workspace-write, restricted): the escalation a
+// human approved for one call whose path lies outside the mode's roots.
+// Everything else is unchanged: the denylist, the pseudo-filesystem floor,
+// git metadata and symlink rules still apply inside dir. The caller closes
+// the result after the one operation.
+func (fa *FileAccess) Grant(dir string) (*FileAccess, error) {
+	if fa.mode != ModeWorkspaceWrite && fa.mode != ModeRestricted {
+		return nil, fmt.Errorf("grant in %s mode: %w", fa.mode, ErrNotGrantable)
+	}
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+		return nil, fmt.Errorf("grant: path is not absolute and clean: %w", ErrNotGrantable)
+	}
+	ds := fa.denyNow()
+	if ds.deniedPath(dir) {
+		return nil, fmt.Errorf("grant: masked: %w", ErrNotGrantable)
+	}
+	fd, err := openat2Retry(unix.AT_FDCWD, dir, unix.O_PATH|unix.O_DIRECTORY, unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS)
+	if err != nil {
+		return nil, fmt.Errorf("grant: %w: %w", ErrNotGrantable, err)
+	}
+	g := heldRoot{path: dir, fd: fd}
+	var st unix.Stat_t
+	var sfs unix.Statfs_t
+	if g.real, err = fdPath(fd); err == nil {
+		err = unix.Fstat(fd, &st)
+	}
+	if err == nil {
+		err = unix.Fstatfs(fd, &sfs)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("grant: %w", err)
+	}
+	if sfs.Type == unix.PROC_SUPER_MAGIC || sfs.Type == unix.SYSFS_MAGIC || ds.deniedPath(g.real) || ds.deniedStat(&st) {
+		unix.Close(fd)
+		return nil, fmt.Errorf("grant: masked: %w", ErrNotGrantable)
+	}
+	out, err := NewFileAccessWith(fa.pol, fa.scratchArg, fa.opts)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	out.grants = append(out.grants, g)
+	return out, nil
 }
 
 func (fa *FileAccess) closeFDs() {
@@ -495,6 +555,9 @@ func (fa *FileAccess) readTarget(op, path string) (readTarget, error) {
 	roots := []*heldRoot{&fa.wd}
 	if fa.scr != nil {
 		roots = append(roots, fa.scr)
+	}
+	for i := range fa.grants {
+		roots = append(roots, &fa.grants[i])
 	}
 	r := pickRoot(abs, roots)
 	if r == nil {
@@ -999,6 +1062,11 @@ func (fa *FileAccess) writeTarget(op, path string) (writeTarget, error) {
 		}
 	case ModeRestricted:
 		roots = []*heldRoot{&fa.wd}
+	}
+	if fa.mode == ModeWorkspaceWrite || fa.mode == ModeRestricted {
+		for i := range fa.grants {
+			roots = append(roots, &fa.grants[i])
+		}
 	}
 	if fa.scr != nil && fa.mode != ModeOff {
 		roots = append(roots, fa.scr)
