@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,7 +27,7 @@ var ErrSandboxSetup = errors.New("sandbox setup failed")
 // the processes started under it. Every process the server starts goes
 // through Session.Run.
 type Session struct {
-	p       *Policy
+	p       atomic.Pointer[Policy]
 	scratch string
 
 	mu      sync.Mutex
@@ -71,10 +72,32 @@ func NewSession(p *Policy, envPassthrough []string) (*Session, error) {
 	if err := sealOnce(); err != nil {
 		return nil, fmt.Errorf("seal inherited descriptors: %w", err)
 	}
-	return &Session{p: p, scratch: dir, running: map[*exec.Cmd]int{}, envPass: envPassthrough}, nil
+	s := &Session{scratch: dir, running: map[*exec.Cmd]int{}, envPass: envPassthrough}
+	s.p.Store(p)
+	return s, nil
 }
 
-func (s *Session) Policy() *Policy { return s.p }
+func (s *Session) Policy() *Policy { return s.p.Load() }
+
+// Narrow makes later spawns follow np, which must be no wider than the
+// current policy: the same or a stricter mode, the network kept or turned
+// off, the worktree kept or narrowed to a directory inside it. Processes
+// already running keep the sandbox they started in.
+func (s *Session) Narrow(np *Policy) error {
+	cur := s.p.Load()
+	switch {
+	case !np.Mode().NoWiderThan(cur.Mode()):
+		return fmt.Errorf("narrow: mode %s is wider than %s", np.Mode(), cur.Mode())
+	case cur.Network() == NetworkOff && np.Network() != NetworkOff:
+		return errors.New("narrow: the network cannot be turned on")
+	case !Within(np.Workdir(), cur.Workdir()):
+		return errors.New("narrow: the worktree cannot move outside the current one")
+	case len(np.AddDirs()) > len(cur.AddDirs()):
+		return errors.New("narrow: roots cannot be added")
+	}
+	s.p.Store(np)
+	return nil
+}
 func (s *Session) Scratch() string { return s.scratch }
 
 // Close kills every process still running under the session and removes
@@ -130,7 +153,7 @@ func (s *Session) Prepare(c Command) (*Prepared, error) {
 	if len(c.Args) == 0 {
 		return nil, errors.New("no command")
 	}
-	p := s.p
+	p := s.p.Load()
 	dir, err := s.resolveDir(c.Dir)
 	if err != nil {
 		return nil, err
@@ -235,7 +258,8 @@ func relayBinary() (string, error) {
 // resolveDir places the working directory inside the worktree, a write root
 // or the scratch; never elsewhere.
 func (s *Session) resolveDir(d string) (string, error) {
-	wd := s.p.Workdir()
+	p := s.p.Load()
+	wd := p.Workdir()
 	if d == "" {
 		return wd, nil
 	}
@@ -243,14 +267,14 @@ func (s *Session) resolveDir(d string) (string, error) {
 		d = filepath.Join(wd, d)
 	}
 	d = filepath.Clean(d)
-	if s.p.Mode() != ModeOff && !underAny(d, append(append(s.p.WriteRoots(), wd, s.scratch), s.p.AddDirs()...)) {
+	if p.Mode() != ModeOff && !underAny(d, append(append(p.WriteRoots(), wd, s.scratch), p.AddDirs()...)) {
 		return "", fmt.Errorf("working directory %s is outside the worktree", d)
 	}
 	r, err := filepath.EvalSymlinks(d)
 	if err != nil {
 		return "", fmt.Errorf("working directory: %w", err)
 	}
-	if s.p.Mode() != ModeOff && !underAny(r, append(append(s.p.WriteRoots(), wd, s.scratch), s.p.AddDirs()...)) {
+	if p.Mode() != ModeOff && !underAny(r, append(append(p.WriteRoots(), wd, s.scratch), p.AddDirs()...)) {
 		return "", fmt.Errorf("working directory %s resolves outside the worktree", d)
 	}
 	return r, nil
@@ -320,12 +344,12 @@ func (s *Session) sandboxFiles() (*spawnFiles, error) {
 	if f.blockR, f.blockW, err = os.Pipe(); err != nil {
 		return nil, err
 	}
-	if s.p.host.RunAsRoot {
+	if s.p.Load().host.RunAsRoot {
 		// RLIMIT_NPROC does not bind host uid 0; a pids cgroup does.
 		// Where no pids controller can be used (a container with a
 		// read-only cgroupfs, say) the spawn goes ahead without a process
 		// cap; the probe reports it as "process limit: none".
-		if f.cgroup, err = newPidsCgroup(s.p.Limits().Procs); err != nil {
+		if f.cgroup, err = newPidsCgroup(s.p.Load().Limits().Procs); err != nil {
 			f.cgroup = ""
 		}
 	}
@@ -423,7 +447,7 @@ func (s *Session) release(bwrapPID int, f *spawnFiles, onStart func()) (int, err
 		return 0, fmt.Errorf("%w: bubblewrap exited before the sandbox existed (its message is above)", ErrSandboxSetup)
 	}
 	info := struct{ ChildPID int }{pid}
-	lim := s.p.Limits()
+	lim := s.p.Load().Limits()
 	for _, r := range []struct {
 		res int
 		v   int64

@@ -22,6 +22,7 @@ func NewSession(p *Policy, envPassthrough []string) (*Session, error) { return n
 func (s *Session) Policy() *Policy                                    { return s.p }
 func (s *Session) Scratch() string                                    { return os.TempDir() }
 func (s *Session) Close() error                                       { return nil }
+func (s *Session) Narrow(np *Policy) error                            { return errNoBackend }
 
 type Command struct {
 	Args    []string

@@ -3,6 +3,7 @@ package confine
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -384,4 +385,34 @@ func (p *Policy) FileToolsReadOnly() *Policy {
 	q.cache = CacheNone
 	q.backend = "none"
 	return &q
+}
+
+// NarrowWorkdir returns a copy of p whose worktree is dir, which must be p's
+// worktree or a directory inside it (an MCP client's roots may narrow the
+// worktree, never move or widen it). dir is symlink-resolved first; a dir
+// that resolves outside the worktree is refused.
+func (p *Policy) NarrowWorkdir(dir string) (*Policy, error) {
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("workdir %q is not absolute", dir)
+	}
+	real, err := filepath.EvalSymlinks(filepath.Clean(dir))
+	if err != nil {
+		return nil, fmt.Errorf("workdir: %w", err)
+	}
+	if !Within(real, p.workdir) {
+		return nil, fmt.Errorf("cannot narrow the worktree to a directory outside it")
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("workdir: not a directory")
+	}
+	q := *p
+	q.addDirs = slices.Clone(p.addDirs)
+	q.deny = slices.Clone(p.deny)
+	q.workdir = real
+	if p.mode != ModeOff {
+		if err := q.checkWorkdir(); err != nil {
+			return nil, err
+		}
+	}
+	return &q, nil
 }
