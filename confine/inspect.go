@@ -60,6 +60,7 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 	if p.Mode() == ModeOff {
 		return l, nil
 	}
+	l.Infra = inspectInfra(p, scratch)
 	visible := func(path string) bool { return true }
 	if p.Mode() == ModeRestricted {
 		roots := append(p.WriteRoots(), scratch)
@@ -69,6 +70,8 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 			}
 		}
 		roots = append(roots, p.GlobalGitConfig()...)
+		// A denylisted path inside a hook directory stays masked.
+		roots = append(roots, l.Infra...)
 		visible = func(path string) bool { return underAny(path, roots) }
 	}
 
@@ -88,11 +91,10 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 			l.Deny = append(l.Deny, Entry{Path: sp, Kind: k})
 		}
 	}
-	if p.Mode() != ModeRestricted {
-		for _, s := range DaemonSockets {
-			if sp, ok := realLocation(s); ok && !slices.Contains(l.Sockets, sp) {
-				l.Sockets = append(l.Sockets, sp)
-			}
+	// In restricted mode a socket is visible only inside a hook directory.
+	for _, s := range DaemonSockets {
+		if sp, ok := realLocation(s); ok && visible(sp) && !slices.Contains(l.Sockets, sp) {
+			l.Sockets = append(l.Sockets, sp)
 		}
 	}
 	if p.Host().RunAsRoot {
@@ -150,6 +152,35 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 		}
 	}
 	return l, nil
+}
+
+// inspectInfra returns the hook directories to bind read-only at this
+// spawn. One already visible through a root the plan binds anyway (the
+// worktree, an extra root outside restricted mode, the scratch) is left to
+// that root: binding it again would take away a write permission the
+// spawn already has (spec 000: the grant adds no write, and removes none),
+// and the sandbox could have swapped a directory it can write for a link.
+// The rest are re-checked: still a directory, still its own canonical
+// path; one that is not is dropped, and its hook fails to start.
+func inspectInfra(p *Policy, scratch string) []string {
+	covered := append([]string{p.Workdir(), scratch}, p.WriteRoots()...)
+	if p.Mode() != ModeRestricted {
+		covered = append(covered, p.AddDirs()...)
+	}
+	var out []string
+	for _, d := range p.InfraDirs() {
+		if underAny(d, covered) {
+			continue
+		}
+		if k, _ := lstatKind(d); k != PathDir {
+			continue
+		}
+		if r, err := filepath.EvalSymlinks(d); err != nil || r != d {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // inspectGit finds the repository the worktree belongs to and every git dir

@@ -142,6 +142,9 @@ type Layout struct {
 	SystemRoots []Entry
 	// GitConfig are the file-exact global git config grants (restricted).
 	GitConfig []string
+	// Infra are the hook command directories granted read/exec (every
+	// sandboxed mode), as re-checked at spawn.
+	Infra []string
 	// Git are the git directories to protect.
 	Git []GitDir
 	// GitLinks are worktree `.git` files (gitlinks) pinned read-only.
@@ -214,7 +217,20 @@ func Plan(p *Policy, l Layout) MountPlan {
 		add(Mount{Kind: MountROBind, Src: e.HTTPSocket, Dst: relayHTTPSock, Why: "egress: the session's HTTP proxy"})
 		add(Mount{Kind: MountROBind, Src: e.SOCKSSocket, Dst: relaySOCKSSock, Why: "egress: the session's SOCKS5 proxy"})
 	}
-	if p.Mode() != ModeRestricted {
+	// Session infrastructure: after the private /tmp (a hook may live
+	// below a temp root), before every write root (which stay writable)
+	// and before the masks (which stay masked inside it).
+	for _, d := range l.Infra {
+		add(Mount{Kind: MountROBind, Src: d, Dst: d, Why: "hook command directory: read/exec, never write"})
+	}
+	if p.Mode() == ModeRestricted {
+		// The only sockets restricted mode shows are inside a hook dir.
+		for _, s := range l.Sockets {
+			if underAny(s, l.Infra) {
+				add(Mount{Kind: MountMaskFile, Dst: s, Why: "denylist: daemon control socket"})
+			}
+		}
+	} else {
 		add(Mount{Kind: MountMaskDir, Dst: "/sys", Why: "denylist: pseudo-filesystem"})
 		add(Mount{Kind: MountMaskDir, Dst: "/run/user", Why: "denylist: per-user runtime sockets"})
 		for _, s := range l.Sockets {

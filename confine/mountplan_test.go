@@ -156,6 +156,25 @@ func planCases(t *testing.T) []planCase {
 			layout: restricted},
 		{name: "restricted-net-off", mode: ModeRestricted, network: NetworkOff, host: usableHost,
 			layout: restricted},
+		// Hook directories (spec 000 "Hooks and MCP under a sandbox"): one
+		// holding a masked subtree, one below the private /tmp, one holding
+		// a daemon socket.
+		{name: "workspace-write-hooks", mode: ModeWorkspaceWrite, network: NetworkOff, host: usableHost, addDir: true,
+			layout: func(f fixture, scratch string) Layout {
+				l := base(f, scratch)
+				l.Git = mainRepo(f)
+				l.Infra = []string{filepath.Join(f.home, ".config"), "/tmp/evener-hooks", "/opt/evener-hooks"}
+				l.Deny = append(l.Deny, Entry{Path: filepath.Join(f.home, ".config", "gh"), Kind: PathDir})
+				return l
+			}},
+		{name: "restricted-hooks", mode: ModeRestricted, network: NetworkOff, host: usableHost,
+			layout: func(f fixture, scratch string) Layout {
+				l := restricted(f, scratch)
+				l.Infra = []string{filepath.Join(f.home, ".config"), "/opt/evener-hooks", "/run/containerd"}
+				l.Sockets = []string{"/run/docker.sock", "/run/containerd/containerd.sock"}
+				l.Deny = append(l.Deny, Entry{Path: filepath.Join(f.home, ".config", "gh"), Kind: PathDir})
+				return l
+			}},
 	}
 	var out []planCase
 	for _, d := range defs {
@@ -382,6 +401,53 @@ func TestPlanGitSurfacesReadOnly(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlanInfra: every hook directory is bound read-only, after the
+// private /tmp, before every writable mount and every deny mask; never
+// writable. In restricted mode a daemon socket inside one is masked after
+// it; the others are not shown at all.
+func TestPlanInfra(t *testing.T) {
+	n := 0
+	for _, c := range planCases(t) {
+		if len(c.l.Infra) == 0 {
+			continue
+		}
+		n++
+		t.Run(c.name, func(t *testing.T) {
+			mp := Plan(c.p, c.l)
+			tmp := slices.IndexFunc(mp, func(m Mount) bool { return m.Kind == MountTmpfs && m.Dst == "/tmp" })
+			for _, d := range c.l.Infra {
+				i := slices.IndexFunc(mp, func(m Mount) bool { return m.Dst == d })
+				if i < 0 || mp[i].Kind != MountROBind || mp[i].Src != d {
+					t.Errorf("hook dir %s is not bound read-only to itself", d)
+					continue
+				}
+				if i < tmp {
+					t.Errorf("hook dir %s (#%d) is bound before the private /tmp (#%d) covers it", d, i, tmp)
+				}
+				for j, m := range mp {
+					if j < i && (isMask(m.Kind) && Within(m.Dst, d) || isWritable(m.Kind)) {
+						t.Errorf("%s of %s (#%d) comes before the hook dir %s (#%d)", m.Kind, m.Dst, j, d, i)
+					}
+					if isWritable(m.Kind) && m.Dst == d {
+						t.Errorf("hook dir %s is mounted writable", d)
+					}
+				}
+			}
+			if c.p.Mode() == ModeRestricted {
+				for _, s := range c.l.Sockets {
+					masked := slices.ContainsFunc(mp, func(m Mount) bool { return m.Dst == s && m.Kind == MountMaskFile })
+					if inside := underAny(s, c.l.Infra); masked != inside {
+						t.Errorf("socket %s: masked %v, inside a hook dir %v", s, masked, inside)
+					}
+				}
+			}
+		})
+	}
+	if n < 2 {
+		t.Fatalf("%d plan cases carry hook directories, want at least two", n)
 	}
 }
 

@@ -127,6 +127,10 @@ type Spec struct {
 	Home string
 	// ScratchRoot is where per-session scratch directories are created.
 	ScratchRoot string
+	// InfraPaths are the absolute paths of the commands trusted layers
+	// configure as session infrastructure (hooks); the directory holding
+	// each is granted read/exec to spawned processes (see infra.go).
+	InfraPaths []string
 }
 
 // Policy is the resolved, immutable confinement policy of one server. It is
@@ -147,6 +151,7 @@ type Policy struct {
 	scratchR string
 	degraded string // why an unset default fell back to off, if it did
 	gitConf  []string
+	infra    []InfraGrant // hook commands and their read/exec grants
 	host     HostReport
 }
 
@@ -226,6 +231,7 @@ func Resolve(spec Spec, host HostReport) (*Policy, error) {
 	}
 	p.scratchR = spec.ScratchRoot
 	p.gitConf = GlobalGitConfigFiles(p.home, p.xdgConf)
+	p.infra = p.resolveInfra(spec.InfraPaths)
 
 	if p.mode != ModeOff {
 		if reason := host.Unusable(); reason != "" {
@@ -308,6 +314,7 @@ func (p *Policy) Narrow(mode Mode, network Network, extraDeny []string) (*Policy
 		}
 		q.deny = append(q.deny, filepath.Clean(d))
 	}
+	q.infra = q.renarrowInfra(p.infra)
 	return &q, nil
 }
 
@@ -414,5 +421,6 @@ func (p *Policy) NarrowWorkdir(dir string) (*Policy, error) {
 			return nil, err
 		}
 	}
+	q.infra = q.renarrowInfra(p.infra)
 	return &q, nil
 }
