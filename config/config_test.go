@@ -285,6 +285,8 @@ command = "/opt/h/start"
 			if len(c.Hooks) != 2 {
 				t.Errorf("hooks = %v, want two events", c.Hooks)
 			}
+			// Every trusted hook command, once: confine grants its directory.
+			equalSlice(t, "hook grants", c.Spec.InfraPaths, []string{"/opt/h/one", "/opt/h/start", "/opt/h/two"})
 		},
 	}, {
 		name:    "relative paths in a --config file are resolved against its directory",
@@ -521,7 +523,7 @@ command = "/bin/sh"
 			".evener/mcp.toml: ignoring add_dirs: the project file may only narrow",
 			".evener/mcp.toml: ignoring env_passthrough: the project file may only narrow",
 			".evener/mcp.toml: ignoring backend: the project file may only narrow",
-			".evener/mcp.toml: ignoring hooks: the project file may only narrow, and hooks run commands from inside the model's own write surface",
+			".evener/mcp.toml: ignoring hooks: this file sits in the model's own write surface, and a hook runs a command (and is granted its directory) on the file's say-so; declare hooks in the global file or a --config file",
 		},
 		check: func(t *testing.T, e *testEnv, c *Config) {
 			equalSlice(t, "allow", c.AllowDomains, []string{"github.com"})
@@ -530,6 +532,7 @@ command = "/bin/sh"
 			equal(t, "backend", c.Backend, "")
 			equal(t, "mode", c.Spec.Mode, "")
 			equal(t, "hooks", len(c.Hooks), 0)
+			equal(t, "hook grants", len(c.Spec.InfraPaths), 0)
 			equalSlice(t, "deny", c.Spec.ExtraDeny, []string{"/srv/x"})
 		},
 	}, {

@@ -197,6 +197,10 @@ func (m *merger) hooks(l *layer) error {
 				m.c.Hooks = make(map[string][]Hook)
 			}
 			m.c.Hooks[ev] = append(m.c.Hooks[ev], Hook{Matcher: h.Matcher, Command: cmd, TimeoutMs: h.TimeoutMs})
+			// The directory holding it is granted read/exec to the
+			// sandbox (confine judges it): derived from the trusted
+			// configuration only, never from the project file.
+			m.c.Spec.InfraPaths = appendNew(m.c.Spec.InfraPaths, cmd)
 		}
 	}
 	return nil

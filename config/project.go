@@ -52,8 +52,8 @@ func (m *merger) project(l *layer, path string) error {
 		}
 	}
 	if l.defined("hooks") {
-		c.Warnings = append(c.Warnings, ProjectFile+": ignoring hooks: the project file may only narrow,"+
-			" and hooks run commands from inside the model's own write surface")
+		c.Warnings = append(c.Warnings, ProjectFile+": ignoring hooks: this file sits in the model's own write surface,"+
+			" and a hook runs a command (and is granted its directory) on the file's say-so; declare hooks in the global file or a --config file")
 	}
 	if l.Sandbox != nil {
 		mode, err := confine.ParseMode(*l.Sandbox)
