@@ -87,6 +87,10 @@ type FileAccessOptions struct {
 	// MaxDirNames bounds how many names Dir.Entries reads from one
 	// directory before reporting truncation (default 1<<20).
 	MaxDirNames int
+	// HideBeside is the server-private directory that holds every
+	// session's scratch (see NewSessionUnder): everything in it but this
+	// access's own scratch is refused like a masked path.
+	HideBeside string
 }
 
 const (

@@ -45,6 +45,8 @@ type devIno struct{ dev, ino uint64 }
 // denyState is the denylist's real locations at one moment.
 type denyState struct {
 	spellings []string            // literal and resolved spellings, absolute
+	hide      string              // FileAccessOptions.HideBeside, real path
+	own       string              // the scratch, the one thing under hide that is not hidden
 	inodes    map[devIno]struct{} // the masked entries and what lies in them (bounded)
 	at        time.Time
 }
@@ -66,6 +68,7 @@ type FileAccess struct {
 
 	pol        *Policy // what Grant rebuilds from
 	scratchArg string
+	hide       string // opts.HideBeside, symlink-resolved
 
 	life   sync.RWMutex // read-held by every operation, write-held by Close
 	closed bool
@@ -141,6 +144,11 @@ func NewFileAccessWith(p *Policy, scratch string, o FileAccessOptions) (fa *File
 		fa.scr = &r
 	}
 	fa.deny = append(p.Denylist(), SystemSecrets...)
+	if fa.opts.HideBeside != "" && fa.mode != ModeOff {
+		if fa.hide, err = filepath.EvalSymlinks(fa.opts.HideBeside); err != nil {
+			return nil, fmt.Errorf("file access: hidden scratch parent: %w", err)
+		}
+	}
 	st := fa.computeDeny()
 	fa.denyCur.Store(st)
 	if fa.mode != ModeOff {
@@ -282,7 +290,10 @@ func (fa *FileAccess) Scratch() string {
 const maxDenyInodes = 4096
 
 func (fa *FileAccess) computeDeny() *denyState {
-	st := &denyState{inodes: map[devIno]struct{}{}, at: time.Now()}
+	st := &denyState{inodes: map[devIno]struct{}{}, at: time.Now(), hide: fa.hide}
+	if fa.scr != nil {
+		st.own = fa.scr.real
+	}
 	add := func(s string) {
 		if !slices.Contains(st.spellings, s) {
 			st.spellings = append(st.spellings, s)
@@ -353,6 +364,9 @@ func (st *denyState) deniedPath(p string) bool {
 // deniedClean is deniedPath for a path already clean (a verified
 // directory's real path joined with one validated name).
 func (st *denyState) deniedClean(p string) bool {
+	if st.hide != "" && withinClean(p, st.hide) && (st.own == "" || !withinClean(p, st.own)) {
+		return true
+	}
 	for _, s := range st.spellings {
 		if withinClean(p, s) {
 			return true

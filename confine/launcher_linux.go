@@ -35,6 +35,9 @@ type Session struct {
 	closed  bool
 	// EnvPassthrough are extra variable names a trusted layer lets through.
 	envPass []string
+	// hideBeside is the server-private parent of the scratch, hidden in
+	// every sandbox but for the scratch itself ("" when not isolated).
+	hideBeside string
 	egress  *EgressBridge
 	exe     string // this binary, for the egress relay
 }
@@ -54,9 +57,21 @@ func (s *Session) SetEgress(b EgressBridge) error {
 
 // NewSession creates the session's scratch directory (mode 0700).
 func NewSession(p *Policy, envPassthrough []string) (*Session, error) {
+	return NewSessionUnder(p, envPassthrough, "")
+}
+
+// NewSessionUnder is NewSession with the scratch created in parent, a
+// directory private to one server that holds the scratch of each of its
+// sessions: the session's sandboxes see parent as an empty directory but
+// for their own scratch (sibling sessions' scratch and bridge sockets are
+// hidden). "" is NewSession.
+func NewSessionUnder(p *Policy, envPassthrough []string, parent string) (*Session, error) {
 	root := p.ScratchRoot()
 	if root == "" {
 		root = os.TempDir()
+	}
+	if parent != "" {
+		root = parent
 	}
 	dir, err := os.MkdirTemp(root, "evener-mcp-")
 	if err != nil {
@@ -73,6 +88,9 @@ func NewSession(p *Policy, envPassthrough []string) (*Session, error) {
 		return nil, fmt.Errorf("seal inherited descriptors: %w", err)
 	}
 	s := &Session{scratch: dir, running: map[*exec.Cmd]int{}, envPass: envPassthrough}
+	if parent != "" {
+		s.hideBeside = filepath.Dir(dir)
+	}
 	s.p.Store(p)
 	return s, nil
 }
@@ -176,6 +194,7 @@ func (s *Session) Prepare(c Command) (*Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.ScratchParent = s.hideBeside
 	cmdArgs := c.Args
 	if p.Network() == NetworkOn {
 		s.mu.Lock()

@@ -19,6 +19,9 @@ var errNoBackend = errors.New("no sandbox backend in this build")
 type Session struct{ p *Policy }
 
 func NewSession(p *Policy, envPassthrough []string) (*Session, error) { return nil, errNoBackend }
+func NewSessionUnder(p *Policy, envPassthrough []string, parent string) (*Session, error) {
+	return nil, errNoBackend
+}
 func (s *Session) Policy() *Policy                                    { return s.p }
 func (s *Session) Scratch() string                                    { return os.TempDir() }
 func (s *Session) Close() error                                       { return nil }

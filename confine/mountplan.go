@@ -129,6 +129,11 @@ type GitDir struct {
 // have planted). Plan itself does no I/O.
 type Layout struct {
 	Scratch string
+	// ScratchParent, when set, is a server-private directory holding the
+	// scratch of every session of one server: it is covered by an empty
+	// tmpfs before the scratch is bound, so a session sees no sibling's
+	// scratch or bridge sockets.
+	ScratchParent string
 	// Deny are the denylist paths that exist, each under its literal and its
 	// resolved spelling.
 	Deny []Entry
@@ -248,6 +253,10 @@ func Plan(p *Policy, l Layout) MountPlan {
 		add(Mount{Kind: MountBind, Src: w, Dst: w, Why: "write root"})
 	}
 	if l.Scratch != "" {
+		if l.ScratchParent != "" && p.Mode() != ModeRestricted {
+			// restricted starts from an empty root: the parent is not there.
+			add(Mount{Kind: MountTmpfs, Dst: l.ScratchParent, Size: 1 << 20, Why: "other sessions' scratch hidden"})
+		}
 		add(Mount{Kind: MountBind, Src: l.Scratch, Dst: l.Scratch, Why: "session scratch (TMPDIR)"})
 	}
 	for _, c := range l.CacheRoots {

@@ -82,6 +82,19 @@ func (a *Audit) Network(v egress.Violation) {
 	a.write(auditRecord{Tool: "egress", Decision: "denied", Rule: v.Action, Path: truncate(v.Target, 300), Command: truncate(v.Raw, 200)})
 }
 
+// Escalation records a human's answer to an approval request for a
+// file-tool call outside the roots: "approved", "declined" or why none was
+// asked. Path is redacted to its base name like every other record.
+func (a *Audit) Escalation(tool, path, decision string) {
+	a.write(auditRecord{Tool: tool, Decision: "escalation-" + decision, Rule: confine.RuleOutside, Path: filepath.Base(path)})
+}
+
+// Lifecycle records a session starting or ending (event "session-start",
+// "session-end") with a short detail (the transport, the tool scope).
+func (a *Audit) Lifecycle(event, detail string) {
+	a.write(auditRecord{Tool: "session", Decision: event, Command: truncate(detail, 200)})
+}
+
 // Close closes the log.
 func (a *Audit) Close() error {
 	if a == nil {

@@ -1,22 +1,33 @@
 // Package server wires the tools to MCP: one sandbox session per MCP
 // session, the capability preamble as instructions and as a resource, the
-// audit log, and the transports (stdio here).
+// audit log, and the transports (stdio, Streamable HTTP).
 //
 // # Sessions
 //
 // A Session owns the confine.Session (launcher and scratch), the file
-// layer and the audit stream. Closing it kills whatever it still runs and
-// removes its scratch.
+// layer, the egress proxies and the audit stream. Closing it kills whatever
+// it still runs, closes its proxies and removes its scratch. A Hub maps MCP
+// sessions to sandbox sessions: over stdio there is one, over HTTP one per
+// Mcp-Session-Id.
+//
+// A session may only be narrower than the server: a client may ask at
+// initialisation (capabilities.experimental["evener-mcp/session"]) for fewer
+// tools, a stricter mode or the network off; its MCP roots may narrow the
+// worktree. Nothing a client sends can widen the policy.
 package server
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"os"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/evener-dev/evener-mcp/config"
@@ -36,6 +47,10 @@ var Version = "0.1.0-dev"
 // PreambleURI is the resource holding the capability preamble.
 const PreambleURI = "evener://sandbox/preamble"
 
+// NarrowingCapability is the key under a client's
+// capabilities.experimental where it may ask for a narrower session.
+const NarrowingCapability = "evener-mcp/session"
+
 // Options configure a server.
 type Options struct {
 	Config *config.Config
@@ -44,6 +59,50 @@ type Options struct {
 	// Warn receives one-line warnings meant for the person running the
 	// server (stderr), never for the model.
 	Warn func(string)
+	// ScratchParent, when set, is a directory private to this server in
+	// which every session's scratch (and its egress bridge sockets) is
+	// created, hidden from every other session in both layers.
+	ScratchParent string
+	// Started receives the startup line of a stdio session, read from the
+	// session's own policy (the delegate floor or a client's narrowing
+	// included).
+	Started func(string)
+}
+
+func (o Options) warn(format string, args ...any) {
+	if o.Warn != nil {
+		o.Warn(fmt.Sprintf(format, args...))
+	}
+}
+
+// Narrowing is what a client may ask for at initialisation. Every field
+// only narrows: a tool the server does not publish, a mode wider than the
+// server's or the network on where the server has it off is refused, and
+// so is an unknown field (a misspelt request must not silently give a
+// wider box than the client believes it has).
+type Narrowing struct {
+	Tools   []string `json:"tools,omitempty"`
+	Sandbox string   `json:"sandbox,omitempty"`
+	Network string   `json:"network,omitempty"`
+}
+
+// parseNarrowing reads the narrowing request from a client's capabilities;
+// ok is false when there is none.
+func parseNarrowing(caps mcp.ClientCapabilities) (n Narrowing, ok bool, err error) {
+	v, ok := caps.Experimental[NarrowingCapability]
+	if !ok {
+		return n, false, nil
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return n, true, err
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&n); err != nil {
+		return n, true, fmt.Errorf("capabilities.experimental[%q]: %w", NarrowingCapability, err)
+	}
+	return n, true, nil
 }
 
 // Session is one sandbox session.
@@ -59,20 +118,71 @@ type Session struct {
 	// for the shell (no backend): the file tools keep the read-only rules.
 	DegradedShell string
 
-	hooks *sessionHooks
+	o        Options
+	preamble string
+	hooks    *sessionHooks
+
+	mu       sync.Mutex
+	handlers map[string]mcpserver.ToolHandlerFunc
+	defs     map[string]mcp.Tool
+
+	inflight   atomic.Int64
+	lastActive atomic.Int64 // unix nanoseconds
+
+	prepOnce sync.Once
+	prepErr  error
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // NewSession builds a session from the server's policy, narrowed by the
-// tool scope: a session whose tools include no mutation tool runs its shell
-// read-only (spec 000, the implicit delegate floor).
-func NewSession(o Options) (*Session, error) {
+// client's request and by the tool scope: a session whose tools include no
+// mutation tool runs its shell read-only (spec 000, the implicit delegate
+// floor).
+func NewSession(o Options, n Narrowing) (*Session, error) {
 	id := newID()
 	pol := o.Policy
 	toolset := o.Config.Tools
 	if toolset == nil {
 		toolset = tools.Names
 	}
-	s := &Session{ID: id, Tools: toolset}
+	if n.Tools != nil {
+		for _, t := range n.Tools {
+			if !slices.Contains(toolset, t) {
+				return nil, fmt.Errorf("tool %q is not available on this server (it publishes %s)", t, strings.Join(toolset, ", "))
+			}
+		}
+		var scoped []string
+		for _, t := range toolset {
+			if slices.Contains(n.Tools, t) {
+				scoped = append(scoped, t)
+			}
+		}
+		toolset = scoped
+	}
+	if n.Sandbox != "" || n.Network != "" {
+		var mode confine.Mode
+		var network confine.Network
+		var err error
+		if n.Sandbox != "" {
+			if mode, err = confine.ParseMode(n.Sandbox); err != nil {
+				return nil, err
+			}
+		}
+		if n.Network != "" {
+			if network, err = confine.ParseNetwork(n.Network); err != nil {
+				return nil, err
+			}
+		}
+		// An explicit request is enforced in full or refused: it does not
+		// get the delegate floor's degrade.
+		if pol, err = pol.Narrow(mode, network, nil); err != nil {
+			return nil, err
+		}
+	}
+	s := &Session{ID: id, Tools: toolset, o: o}
+	s.lastActive.Store(time.Now().UnixNano())
 	if !slices.ContainsFunc(toolset, func(t string) bool { return slices.Contains(tools.MutationTools, t) }) &&
 		pol.Mode() != confine.ModeReadOnly && pol.Mode() != confine.ModeRestricted {
 		narrowed, err := pol.Narrow(confine.ModeReadOnly, "", nil)
@@ -87,16 +197,10 @@ func NewSession(o Options) (*Session, error) {
 	}
 	s.Policy = pol
 	var err error
-	if s.Launcher, err = confine.NewSession(pol, o.Config.EnvPassthrough); err != nil {
+	if s.Launcher, err = confine.NewSessionUnder(pol, o.Config.EnvPassthrough, o.ScratchParent); err != nil {
 		return nil, err
 	}
-	filesPolicy := pol
-	if s.DegradedShell != "" {
-		// The file tools keep the write boundary even where the shell
-		// cannot: they are checked in this process.
-		filesPolicy = pol.FileToolsReadOnly()
-	}
-	if s.Files, err = confine.NewFileAccess(filesPolicy, s.Launcher.Scratch()); err != nil {
+	if s.Files, err = s.newFiles(pol); err != nil {
 		s.Launcher.Close()
 		return nil, err
 	}
@@ -106,7 +210,11 @@ func NewSession(o Options) (*Session, error) {
 	}
 	s.hooks = newSessionHooks(o, s)
 	if pol.Mode() != confine.ModeOff && pol.Network() == confine.NetworkOn {
-		s.Egress, err = egress.StartSession(o.Config.AllowDomains, os.Getenv(egress.HostsEnv), os.TempDir(), s.Audit.Network)
+		socketParent := os.TempDir()
+		if o.ScratchParent != "" {
+			socketParent = o.ScratchParent
+		}
+		s.Egress, err = egress.StartSession(o.Config.AllowDomains, os.Getenv(egress.HostsEnv), socketParent, s.Audit.Network)
 		if err == nil {
 			err = s.Launcher.SetEgress(confine.EgressBridge(s.Egress.Bridge()))
 		}
@@ -115,43 +223,57 @@ func NewSession(o Options) (*Session, error) {
 			return nil, err
 		}
 	}
+	s.buildHandlers()
 	return s, nil
 }
 
-// Close kills the session's processes and removes its scratch.
-func (s *Session) Close() error {
-	var errs []error
-	if s.hooks != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), sessionEndBudget)
-		s.hooks.end(ctx)
-		cancel()
+// filesPolicy is the policy the file tools follow: the session's, except
+// that where the delegate floor could not confine the shell the file tools
+// still keep the read-only write boundary (they are checked in this
+// process).
+func (s *Session) filesPolicy(pol *confine.Policy) *confine.Policy {
+	if s.DegradedShell != "" {
+		return pol.FileToolsReadOnly()
 	}
-	if s.Egress != nil {
-		errs = append(errs, s.Egress.Close())
-	}
-	if s.Files != nil {
-		errs = append(errs, s.Files.Close())
-	}
-	if s.Launcher != nil {
-		errs = append(errs, s.Launcher.Close())
-	}
-	errs = append(errs, s.Audit.Close())
-	return errors.Join(errs...)
+	return pol
 }
 
-// Build returns the MCP server for a session: its tools (filtered by the
-// scope), the preamble as instructions and as a readable resource.
-func Build(s *Session, o Options, preamble string) *mcpserver.MCPServer {
-	srv := mcpserver.NewMCPServer("evener-mcp", Version,
-		mcpserver.WithInstructions(preamble),
-		mcpserver.WithToolCapabilities(false),
-		mcpserver.WithResourceCapabilities(false, false),
-		mcpserver.WithInputSchemaValidation(),
-		mcpserver.WithOutputSchemaValidation(),
-		mcpserver.WithRecovery(),
-		mcpserver.WithToolHandlerMiddleware(s.hooks.middleware),
-	)
-	deps := tools.Deps{Policy: s.Policy, Session: s.Launcher, Files: s.Files, Audit: s.Audit, Caps: o.Caps,
+// StartupLine is the session's one-line report: its policy's, or, where
+// the delegate floor could not confine the shell, a line that says so
+// first.
+func (s *Session) StartupLine() string {
+	if s.DegradedShell != "" {
+		reason := s.Policy.Host().Unusable()
+		if reason == "" {
+			reason = s.Policy.Degraded()
+		}
+		return "sandbox: NOT ENFORCING for the shell: this session has no tool that changes files, but no backend can enforce a read-only shell here (" +
+			reason + "); the shell runs unconfined, the file tools keep the read-only boundary and mask the denylist"
+	}
+	return s.Policy.StartupLine()
+}
+
+// newFiles opens the file layer for pol over the session's scratch.
+func (s *Session) newFiles(pol *confine.Policy) (*confine.FileAccess, error) {
+	return confine.NewFileAccessWith(s.filesPolicy(pol), s.Launcher.Scratch(), confine.FileAccessOptions{HideBeside: s.o.ScratchParent})
+}
+
+// start measures the preamble and runs the SessionStart hooks.
+func (s *Session) start(ctx context.Context, transport string) {
+	s.preamble = Preamble(ctx, s.Launcher, s.o.Config.AllowDomains, s.DegradedShell)
+	if warning, extra := s.hooks.start(ctx); warning != "" || extra != "" {
+		if warning != "" {
+			s.o.warn("%s", warning)
+			s.preamble += "- WARNING: " + warning + "\n"
+		}
+		s.preamble += extra
+	}
+	s.Audit.Lifecycle("session-start", transport+"; tools "+strings.Join(s.Tools, ","))
+}
+
+// deps are the tools' dependencies on this session.
+func (s *Session) deps(files *confine.FileAccess) tools.Deps {
+	return tools.Deps{Policy: s.Policy, Session: s.Launcher, Files: files, Audit: s.Audit, Caps: s.o.Caps,
 		NetViolations: func(from, to time.Time) []tools.Violation {
 			var out []tools.Violation
 			for _, v := range s.Egress.Between(from, to) {
@@ -159,46 +281,96 @@ func Build(s *Session, o Options, preamble string) *mcpserver.MCPServer {
 			}
 			return out
 		}}
-	for _, t := range tools.All(deps) {
-		if slices.Contains(s.Tools, t.Tool.Name) {
-			srv.AddTool(t.Tool, t.Handler)
-		}
-	}
-	srv.AddResource(mcp.NewResource(PreambleURI, "sandbox preamble",
-		mcp.WithResourceDescription("What this session's sandbox enforces, as the model is told at start."),
-		mcp.WithMIMEType("text/plain")),
-		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			return []mcp.ResourceContents{mcp.TextResourceContents{URI: PreambleURI, MIMEType: "text/plain", Text: preamble}}, nil
-		})
-	return srv
 }
 
-// RunStdio serves one session over stdin/stdout until stdin closes or ctx
-// ends.
-func RunStdio(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) error {
-	s, err := NewSession(o)
+func (s *Session) buildHandlers() {
+	hs := map[string]mcpserver.ToolHandlerFunc{}
+	defs := map[string]mcp.Tool{}
+	for _, t := range tools.All(s.deps(s.Files)) {
+		if slices.Contains(s.Tools, t.Tool.Name) {
+			hs[t.Tool.Name] = t.Handler
+			defs[t.Tool.Name] = t.Tool
+		}
+	}
+	s.mu.Lock()
+	s.handlers, s.defs = hs, defs
+	s.mu.Unlock()
+}
+
+func (s *Session) handler(name string) mcpserver.ToolHandlerFunc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handlers[name]
+}
+
+// begin marks a call in flight (an in-flight session never idles out).
+func (s *Session) begin() (end func()) {
+	s.inflight.Add(1)
+	s.lastActive.Store(time.Now().UnixNano())
+	return func() {
+		s.lastActive.Store(time.Now().UnixNano())
+		s.inflight.Add(-1)
+	}
+}
+
+// idleSince is how long the session has had no call in flight, zero while
+// one is.
+func (s *Session) idleSince(now time.Time) time.Duration {
+	if s.inflight.Load() > 0 {
+		return 0
+	}
+	return now.Sub(time.Unix(0, s.lastActive.Load()))
+}
+
+// narrowWorkdir moves the session's worktree to dir, inside the current
+// one. Called before the session's first tool call only.
+func (s *Session) narrowWorkdir(dir string) error {
+	np, err := s.Policy.NarrowWorkdir(dir)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	if s.DegradedShell != "" && o.Warn != nil {
-		o.Warn(s.DegradedShell)
-	}
-	preamble := Preamble(ctx, s.Launcher, o.Config.AllowDomains, s.DegradedShell)
-	if warning, extra := s.hooks.start(ctx); warning != "" || extra != "" {
-		if warning != "" && o.Warn != nil {
-			o.Warn(warning)
-		}
-		preamble += extra
-	}
-	srv := Build(s, o, preamble)
-	out := &syncWriter{w: stdout}
-	stdio := mcpserver.NewStdioServer(srv)
-	err = stdio.Listen(ctx, newGuardedReader(stdin, out), out)
-	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+	if np.Workdir() == s.Policy.Workdir() {
 		return nil
 	}
-	return err
+	fa, err := s.newFiles(np)
+	if err != nil {
+		return err
+	}
+	if err := s.Launcher.Narrow(np); err != nil {
+		fa.Close()
+		return err
+	}
+	old := s.Files
+	s.Policy, s.Files = np, fa
+	old.Close()
+	s.buildHandlers()
+	return nil
+}
+
+// Close runs the SessionEnd hooks, kills the session's processes, closes its
+// proxies and removes its scratch. It is safe to call more than once.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		if s.hooks != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), sessionEndBudget)
+			s.hooks.end(ctx)
+			cancel()
+		}
+		if s.Egress != nil {
+			errs = append(errs, s.Egress.Close())
+		}
+		if s.Files != nil {
+			errs = append(errs, s.Files.Close())
+		}
+		if s.Launcher != nil {
+			errs = append(errs, s.Launcher.Close())
+		}
+		s.Audit.Lifecycle("session-end", "")
+		errs = append(errs, s.Audit.Close())
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
 }
 
 func newID() string {

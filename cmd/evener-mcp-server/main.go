@@ -39,8 +39,7 @@ func run(args []string) int {
 		}
 	}
 	if len(args) > 0 && args[0] == "serve" {
-		fmt.Fprintln(os.Stderr, "evener-mcp: serve (Streamable HTTP) is not built yet; run without a subcommand for stdio")
-		return cli.ExitUsage
+		return runServe(args[1:])
 	}
 	return runStdio(args)
 }
@@ -60,14 +59,9 @@ func runStdio(args []string) int {
 		fmt.Fprintf(os.Stderr, "evener-mcp: unexpected argument %q\n", s.FS.Args()[0])
 		return cli.ExitUsage
 	}
-	cfg, pol, code := s.Resolve(func(*config.Config) confine.ProbeDepth { return confine.ProbeFull })
+	o, code := resolve(s, false)
 	if code != 0 {
 		return code
-	}
-	fmt.Fprintln(os.Stderr, pol.StartupLine())
-	caps := tools.DefaultCaps
-	if cfg.ShellTimeout > 0 {
-		caps.ShellTimeout = cfg.ShellTimeout
 	}
 	if path := os.Getenv("EVENER_MCP_CPUPROFILE"); path != "" {
 		// A developer's knob: profile the server's own work.
@@ -78,13 +72,31 @@ func runStdio(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	err := server.RunStdio(ctx, server.Options{
-		Config: cfg, Policy: pol, Caps: caps,
-		Warn: func(w string) { fmt.Fprintf(os.Stderr, "evener-mcp: warning: %s\n", w) },
-	}, os.Stdin, os.Stdout)
+	err := server.RunStdio(ctx, o, os.Stdin, os.Stdout)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// resolve turns the parsed flags into the server's options and prints the
+// startup line.
+func resolve(s *cli.FlagSet, printLine bool) (server.Options, int) {
+	cfg, pol, code := s.Resolve(func(*config.Config) confine.ProbeDepth { return confine.ProbeFull })
+	if code != 0 {
+		return server.Options{}, code
+	}
+	if printLine {
+		fmt.Fprintln(os.Stderr, pol.StartupLine())
+	}
+	caps := tools.DefaultCaps
+	if cfg.ShellTimeout > 0 {
+		caps.ShellTimeout = cfg.ShellTimeout
+	}
+	return server.Options{
+		Config: cfg, Policy: pol, Caps: caps,
+		Warn:    func(w string) { fmt.Fprintf(os.Stderr, "evener-mcp: warning: %s\n", w) },
+		Started: func(line string) { fmt.Fprintln(os.Stderr, line) },
+	}, 0
 }

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/evener-dev/evener-mcp/cmd/internal/cli"
+	"github.com/evener-dev/evener-mcp/server"
+)
+
+// TokenEnv names the environment variable that may hold serve's bearer
+// token (a flag value would be visible to every user in ps).
+const TokenEnv = "EVENER_MCP_TOKEN"
+
+// runServe is `evener-mcp serve`: MCP over Streamable HTTP at /mcp, one
+// sandbox session per MCP session.
+func runServe(args []string) int {
+	s := cli.NewFlagSet("evener-mcp serve")
+	listen := s.FS.String("listen", "127.0.0.1:8787", "host:port to serve MCP on (`/mcp`); loopback unless a bearer token is set")
+	tokenFile := s.FS.String("token-file", "", "file holding the bearer token clients must send (or set "+TokenEnv+"); required off loopback")
+	idle := s.FS.Duration("idle-timeout", server.DefaultIdleTimeout, "end a session after this long with no call in flight")
+	maxSess := s.FS.Int("max-sessions", server.DefaultMaxSessions, "refuse new sessions beyond this many live ones")
+	if err := s.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
+		return cli.ExitUsage
+	}
+	if len(s.FS.Args()) > 0 {
+		fmt.Fprintf(os.Stderr, "evener-mcp: unexpected argument %q\n", s.FS.Args()[0])
+		return cli.ExitUsage
+	}
+	token := os.Getenv(TokenEnv)
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "evener-mcp: --token-file: %v\n", err)
+			return cli.ExitUsage
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	if token != "" && len(token) < 16 {
+		fmt.Fprintln(os.Stderr, "evener-mcp: the bearer token is shorter than 16 characters; use a random one (e.g. openssl rand -hex 32)")
+		return cli.ExitUsage
+	}
+	if !server.IsLoopback(*listen) {
+		if token == "" {
+			fmt.Fprintf(os.Stderr, "evener-mcp: refusing to listen on %s without a bearer token: anyone who can reach it could run commands in the sandbox (set --token-file or %s, or listen on 127.0.0.1)\n", *listen, TokenEnv)
+			return cli.ExitUsage
+		}
+		fmt.Fprintf(os.Stderr, "evener-mcp: warning: listening on %s, beyond loopback: the bearer token and every file the tools return travel in clear text unless a TLS proxy fronts this port\n", *listen)
+	}
+	o, code := resolve(s, true)
+	if code != 0 {
+		return code
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	err := server.ServeHTTP(ctx, o, server.HTTPOptions{
+		Listen: *listen, Token: token, IdleTimeout: *idle, MaxSessions: *maxSess,
+		Ready: func(a net.Addr) { fmt.Fprintf(os.Stderr, "evener-mcp: serving MCP at http://%s/mcp\n", a) },
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
+		return 1
+	}
+	return 0
+}

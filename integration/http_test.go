@@ -1,0 +1,361 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// TestHTTPSessionsIsolated: two concurrent sessions of one server get their
+// own scratch directories and process tables; neither can reach the host's
+// loopback, where every session's proxies listen; deleting a session kills
+// what it runs and removes its scratch; SIGTERM leaves no process, socket
+// or directory behind.
+func TestHTTPSessionsIsolated(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		srv := e.serve(t, "--sandbox", "workspace-write")
+		tmp := filepath.Join(e.root, "tmp") // the server's TMPDIR: scratch and bridge sockets
+		a := srv.mustConnect(t, clientOpts{})
+		b := srv.mustConnect(t, clientOpts{})
+
+		scrA := strings.TrimSpace(a.shellOut(t, "echo $TMPDIR"))
+		scrB := strings.TrimSpace(b.shellOut(t, "echo $TMPDIR"))
+		if scrA == "" || scrA == scrB {
+			t.Fatalf("scratch directories: a %q, b %q", scrA, scrB)
+		}
+		for _, d := range []string{scrA, scrB} {
+			if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+				t.Fatalf("scratch %s does not exist on the host: %v", d, err)
+			}
+		}
+
+		// a runs a long command; b must not see it.
+		marker := fmt.Sprintf("sleep 30%d", len(id.name))
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			req := mcp.CallToolRequest{}
+			req.Params.Name = "shell"
+			req.Params.Arguments = map[string]any{"command": marker + "; echo finished"}
+			_, _ = a.c.CallTool(ctx, req)
+		}()
+		if !waitFor(15*time.Second, func() bool { return len(procsWith(marker)) > 0 }) {
+			t.Fatalf("a's %q never started", marker)
+		}
+		seen := b.shellOut(t, `for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$f"; echo; done`)
+		if strings.Contains(seen, marker) {
+			t.Errorf("b sees a's process:\n%s", seen)
+		}
+		// Every port the server listens on (the HTTP port and every
+		// session's proxies) is unreachable from b's sandbox.
+		ports := listeningPorts(srv.cmd.Process.Pid)
+		if len(ports) < 3 {
+			t.Fatalf("server listens on %v; want the HTTP port and two proxies per session", ports)
+		}
+		for _, p := range ports {
+			if !dialable(p) {
+				t.Fatalf("control: port %d not reachable from the host", p)
+			}
+			out := b.shellOut(t, fmt.Sprintf(`(exec 3<>/dev/tcp/127.0.0.1/%d) 2>/dev/null && echo REACHED || echo refused`, p))
+			if strings.Contains(out, "REACHED") {
+				t.Errorf("b's sandbox reached the host's 127.0.0.1:%d", p)
+			}
+		}
+		// b's sandbox sees its own scratch in the server's scratch parent
+		// and nothing else: not a's scratch, not a's bridge sockets.
+		parentView := b.shellOut(t, "ls -A "+filepath.Dir(scrB)+"; ls -A "+scrA+" >/dev/null 2>&1 && echo LISTED-A")
+		if strings.Contains(parentView, "LISTED-A") || strings.TrimSpace(parentView) != filepath.Base(scrB) {
+			t.Errorf("b's sandbox sees in the scratch parent:\n%s", parentView)
+		}
+		if host := entries(filepath.Dir(scrA)); len(host) < 4 {
+			t.Errorf("control: the host's scratch parent holds %v; want two scratch dirs and two bridge dirs", host)
+		}
+		// b cannot read a's scratch through its file tools either.
+		r := b.call(t, "list_dir", map[string]any{"path": scrA})
+		if !r.IsError {
+			t.Errorf("b listed a's scratch: %s", text(r))
+		}
+
+		// Deleting a (the client's DELETE) kills its sleep and removes its
+		// scratch; b keeps working.
+		a.c.Close()
+		if !waitFor(15*time.Second, func() bool { return len(procsWith(marker)) == 0 }) {
+			t.Errorf("a's %q survived the session's deletion", marker)
+		}
+		wg.Wait()
+		if !waitFor(10*time.Second, func() bool { _, err := os.Stat(scrA); return os.IsNotExist(err) }) {
+			t.Errorf("a's scratch %s survived the session's deletion", scrA)
+		}
+		if out := b.shellOut(t, "echo still here"); !strings.Contains(out, "still here") {
+			t.Errorf("b stopped working after a was deleted: %q", out)
+		}
+
+		// SIGTERM with a command running in b: nothing left behind.
+		marker2 := fmt.Sprintf("sleep 31%d", len(id.name))
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			req := mcp.CallToolRequest{}
+			req.Params.Name = "shell"
+			req.Params.Arguments = map[string]any{"command": marker2}
+			_, _ = b.c.CallTool(ctx, req)
+		}()
+		if !waitFor(15*time.Second, func() bool { return len(procsWith(marker2)) > 0 }) {
+			t.Fatalf("b's %q never started", marker2)
+		}
+		pid := srv.cmd.Process.Pid
+		srv.stop(t)
+		if left := descendants(pid); len(left) > 0 {
+			t.Errorf("processes left under the server after SIGTERM: %v", left)
+		}
+		if !waitFor(5*time.Second, func() bool { return len(procsWith(marker2)) == 0 }) {
+			t.Errorf("b's %q survived SIGTERM", marker2)
+		}
+		if left := entries(tmp); len(left) > 0 {
+			t.Errorf("left in the server's TMPDIR after SIGTERM: %v", left)
+		}
+		for _, p := range ports {
+			if dialable(p) {
+				t.Errorf("port %d still accepts after SIGTERM", p)
+			}
+		}
+		if srv.cmd.ProcessState.ExitCode() != 0 {
+			t.Errorf("serve exited %d after SIGTERM:\n%s", srv.cmd.ProcessState.ExitCode(), srv.stderr.String())
+		}
+	})
+}
+
+// TestHTTPIdleTimeout: a session with no call in flight for the idle
+// timeout is ended like a DELETE; one with a call in flight is not.
+func TestHTTPIdleTimeout(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		srv := e.serve(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--idle-timeout", "1s")
+		busy := srv.mustConnect(t, clientOpts{})
+		idle := srv.mustConnect(t, clientOpts{})
+		scrIdle := strings.TrimSpace(idle.shellOut(t, "echo $TMPDIR"))
+		// A call longer than the idle timeout completes.
+		if out := busy.shellOut(t, "sleep 3; echo survived"); !strings.Contains(out, "survived") {
+			t.Errorf("a call in flight was cut by the idle timeout: %q", out)
+		}
+		if !waitFor(10*time.Second, func() bool { _, err := os.Stat(scrIdle); return os.IsNotExist(err) }) {
+			t.Fatalf("the idle session's scratch %s was not removed", scrIdle)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "shell"
+		req.Params.Arguments = map[string]any{"command": "true"}
+		if _, err := idle.c.CallTool(ctx, req); err == nil {
+			t.Errorf("an expired session still answered")
+		}
+	})
+}
+
+// TestHTTPRefusals: the transport's own guards: sessionless protocol
+// revisions, requests without a session, bodies over the limit, malformed
+// JSON, a bearer token, non-loopback without a token, /healthz.
+func TestHTTPRefusals(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		tokenFile := filepath.Join(e.root, "token")
+		writeFile(t, tokenFile, "0123456789abcdef0123456789abcdef\n")
+		srv := e.serve(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--token-file", tokenFile)
+		post := func(body string, hdr map[string]string) (int, string) {
+			req, _ := http.NewRequest(http.MethodPost, srv.url, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Authorization", "Bearer 0123456789abcdef0123456789abcdef")
+			for k, v := range hdr {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			return resp.StatusCode, string(b)
+		}
+		// A client that only speaks the sessionless revision.
+		code, body := post(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"})
+		if code != http.StatusBadRequest || !strings.Contains(body, "sessionless") || !strings.Contains(body, "no two clients share a sandbox") {
+			t.Errorf("sessionless request: %d %s", code, body)
+		}
+		// No session id.
+		code, body = post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, nil)
+		if code < 400 {
+			t.Errorf("request without a session: %d %s", code, body)
+		}
+		// Over the body limit (16 MiB).
+		big := `{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"x":"` + strings.Repeat("a", 17<<20) + `"}}`
+		if code, body = post(big, nil); code != http.StatusRequestEntityTooLarge {
+			t.Errorf("17 MiB body: %d %.200s", code, body)
+		}
+		// Duplicate keys are refused before the transport sees them.
+		if code, body = post(`{"jsonrpc":"2.0","id":4,"id":5,"method":"initialize"}`, nil); code != http.StatusBadRequest || !strings.Contains(body, "duplicate") {
+			t.Errorf("duplicate keys: %d %s", code, body)
+		}
+		// The token: missing or wrong is 401, and a client with it works.
+		req, _ := http.NewRequest(http.MethodPost, srv.url, strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("no token: %d", resp.StatusCode)
+		}
+		if _, err := srv.connect(t, clientOpts{token: "wrong-token-wrong-token"}); err == nil {
+			t.Errorf("a client with the wrong token initialised")
+		}
+		m := srv.mustConnect(t, clientOpts{token: "0123456789abcdef0123456789abcdef"})
+		if out := m.shellOut(t, "echo ok"); !strings.Contains(out, "ok") {
+			t.Errorf("authorised client: %q", out)
+		}
+		// /healthz: no sandbox fields.
+		resp, err = http.Get("http://" + srv.addr + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hb, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var health map[string]any
+		if resp.StatusCode != 200 || json.Unmarshal(hb, &health) != nil || len(health) != 1 || health["status"] != "ok" {
+			t.Errorf("/healthz: %d %s", resp.StatusCode, hb)
+		}
+		for _, leak := range []string{"sandbox", "bwrap", "mode", e.work} {
+			if bytes.Contains(hb, []byte(leak)) {
+				t.Errorf("/healthz mentions %q: %s", leak, hb)
+			}
+		}
+		// Beyond loopback without a token: refused at start.
+		r := e.run(t, "serve", "--listen", "0.0.0.0:0", "--sandbox", "read-only")
+		if r.code == 0 || !strings.Contains(r.stderr, "without a bearer token") {
+			t.Errorf("non-loopback listen without a token:\n%s", r)
+		}
+	})
+}
+
+// TestHTTPNarrowing: a client may ask for fewer tools, a stricter mode or
+// the network off, never more; a session without mutation tools runs its
+// shell read-only (the delegate floor).
+func TestHTTPNarrowing(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		srv := e.serve(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--tools", "read_file,write_file,list_dir,shell")
+
+		// Fewer tools, no mutation tool: the floor makes the shell read-only.
+		m := srv.mustConnect(t, clientOpts{narrowing: map[string]any{"tools": []string{"read_file", "shell"}}})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		lt, err := m.c.ListTools(ctx, mcp.ListToolsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tl := range lt.Tools {
+			names = append(names, tl.Name)
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, []string{"read_file", "shell"}) {
+			t.Errorf("narrowed tools/list = %v", names)
+		}
+		if !strings.Contains(m.init.Instructions, "sandbox: read-only") {
+			t.Errorf("the narrowed session's preamble does not say read-only:\n%s", m.init.Instructions)
+		}
+		m.call(t, "shell", map[string]any{"command": "echo x > planted.txt"})
+		if _, err := os.Stat(filepath.Join(e.work, "planted.txt")); err == nil {
+			t.Errorf("the floor's shell wrote the worktree")
+		}
+		wreq := mcp.CallToolRequest{}
+		wreq.Params.Name = "write_file"
+		wreq.Params.Arguments = map[string]any{"path": "x.txt", "content": "x"}
+		if r, err := m.c.CallTool(ctx, wreq); err == nil && !r.IsError {
+			t.Errorf("a tool outside the session's scope ran: %s", text(r))
+		}
+		if _, err := os.Stat(filepath.Join(e.work, "x.txt")); err == nil {
+			t.Errorf("a tool outside the session's scope wrote the worktree")
+		}
+
+		// A stricter mode: restricted refuses the sibling project.
+		r := srv.mustConnect(t, clientOpts{narrowing: map[string]any{"sandbox": "restricted"}})
+		if res := r.call(t, "read_file", map[string]any{"path": "../sibling/notes"}); !denied(t, res, "outside-roots") {
+			t.Errorf("restricted session read the sibling: %s", text(res))
+		}
+		w := srv.mustConnect(t, clientOpts{})
+		if res := w.call(t, "read_file", map[string]any{"path": "../sibling/notes"}); res.IsError {
+			t.Errorf("the server's own mode refused the sibling: %s", text(res))
+		}
+
+		// Never wider: each is refused at initialise, with the reason.
+		for _, bad := range []map[string]any{
+			{"sandbox": "off"},
+			{"network": "on"},
+			{"tools": []string{"apply_patch"}},
+			{"sandbox": "everything"},
+			{"sandbox": "read-only", "widen": true},
+		} {
+			if _, err := srv.connect(t, clientOpts{narrowing: bad}); err == nil {
+				t.Errorf("narrowing %v was accepted", bad)
+			} else if !strings.Contains(err.Error(), "session refused") && !strings.Contains(err.Error(), "unknown field") {
+				t.Errorf("narrowing %v refused without a reason: %v", bad, err)
+			}
+		}
+	})
+}
+
+// TestHTTPDelegateFloorDegraded: where no backend exists, a session without
+// mutation tools keeps read-only file tools, runs an unconfined shell, and
+// says so in the startup warning and the preamble.
+func TestHTTPDelegateFloorDegraded(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		e.extra = append(e.extra, "EVENER_MCP_BWRAP=/nonexistent/bwrap")
+		srv := e.serve(t, "--sandbox-net", "off")
+		if !strings.Contains(srv.stderr.String(), "NOT ENFORCING") {
+			t.Errorf("the degraded server's startup line:\n%s", srv.stderr.String())
+		}
+		m := srv.mustConnect(t, clientOpts{narrowing: map[string]any{"tools": []string{"read_file", "list_dir", "shell"}}})
+		if !strings.Contains(m.init.Instructions, "unconfined") {
+			t.Errorf("the preamble does not say the shell is unconfined:\n%s", m.init.Instructions)
+		}
+		if !waitFor(5*time.Second, func() bool { return strings.Contains(srv.stderr.String(), "the shell is unconfined") }) {
+			t.Errorf("no warning for the degraded session:\n%s", srv.stderr.String())
+		}
+		// An explicit stricter mode is refused, not degraded.
+		if _, err := srv.connect(t, clientOpts{narrowing: map[string]any{"sandbox": "read-only"}}); err == nil {
+			t.Errorf("an explicit read-only request was accepted without a backend")
+		}
+	})
+	// Over stdio the startup line itself says it.
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		e.extra = append(e.extra, "EVENER_MCP_BWRAP=/nonexistent/bwrap")
+		m := e.mcp(t, "--sandbox-net", "off", "--tools", "read_file,shell")
+		if !waitFor(5*time.Second, func() bool { return strings.Contains(m.stderr.String(), "NOT ENFORCING for the shell") }) {
+			t.Errorf("stdio startup line:\n%s", m.stderr.String())
+		}
+		if r := m.call(t, "read_file", map[string]any{"path": e.home + "/notes.txt"}); r.IsError {
+			t.Errorf("degraded file tools cannot read: %s", text(r))
+		}
+	})
+}

@@ -1,0 +1,312 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+)
+
+// HTTPOptions configure `evener-mcp serve`.
+type HTTPOptions struct {
+	// Listen is host:port; loopback unless the person running it says
+	// otherwise (and then a Token is required).
+	Listen string
+	// Token, when set, is the bearer token every /mcp request must carry.
+	Token string
+	// IdleTimeout ends a session with no call in flight for this long.
+	IdleTimeout time.Duration
+	// MaxSessions bounds live sessions; initialize beyond it is refused.
+	MaxSessions int
+	// MaxBody bounds one request body (default MaxMessageBytes).
+	MaxBody int64
+	// Ready is called once the listener is bound, with its address.
+	Ready func(net.Addr)
+}
+
+// Defaults of HTTPOptions.
+const (
+	DefaultIdleTimeout = 30 * time.Minute
+	DefaultMaxSessions = 256
+	shutdownBudget     = 10 * time.Second
+)
+
+// IsLoopback reports whether a listen address binds loopback only.
+func IsLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// ServeHTTP serves MCP over Streamable HTTP at /mcp, one sandbox session per
+// MCP session, until ctx ends; then every session is closed (processes
+// killed, proxies closed, scratch removed) before it returns.
+func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
+	if ho.IdleTimeout <= 0 {
+		ho.IdleTimeout = DefaultIdleTimeout
+	}
+	if ho.MaxBody <= 0 {
+		ho.MaxBody = MaxMessageBytes
+	}
+	if !IsLoopback(ho.Listen) && ho.Token == "" {
+		return fmt.Errorf("listen %s: not a loopback address, and no bearer token is set; anyone who can reach it could run commands in the sandbox", ho.Listen)
+	}
+	// Every session's scratch and bridge sockets live in one directory
+	// private to this server, hidden from the other sessions.
+	parent := o.Policy.ScratchRoot()
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	// A short name: Unix socket paths (the bridge sockets live here) are
+	// limited to 107 bytes.
+	if o.ScratchParent, err = os.MkdirTemp(parent, "evs-"); err != nil {
+		return fmt.Errorf("scratch parent: %w", err)
+	}
+	defer os.RemoveAll(o.ScratchParent)
+	if o.ScratchParent, err = filepath.EvalSymlinks(o.ScratchParent); err != nil {
+		return fmt.Errorf("scratch parent: %w", err)
+	}
+	h, err := newHub(ctx, o, false, ho.MaxSessions)
+	if err != nil {
+		return err
+	}
+	ids := newIDManager()
+	streamable := mcpserver.NewStreamableHTTPServer(h.srv,
+		mcpserver.WithEndpointPath("/mcp"),
+		mcpserver.WithSessionIdManager(ids),
+		mcpserver.WithEventStore(newBoundedEventStore(eventsPerStream, streamsPerSession)),
+		// Only the revisions that keep sessions are advertised, so a client
+		// that can speak both settles on one with a session; one that
+		// speaks only the sessionless revision is refused (errSessionless).
+		mcpserver.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
+		mcpserver.WithStreamableHTTPLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+	)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", authorize(ho.Token, limitBody(ho.MaxBody, streamable)))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		// No sandbox fields (spec 002): liveness only.
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	ln, err := net.Listen("tcp", ho.Listen)
+	if err != nil {
+		h.closeAll()
+		return fmt.Errorf("listen %s: %w", ho.Listen, err)
+	}
+	if ho.Ready != nil {
+		ho.Ready(ln.Addr())
+	}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+
+	// End idle sessions through the transport's own DELETE path, so its
+	// state and the sandbox go together.
+	sweepEvery := min(max(ho.IdleTimeout/4, 100*time.Millisecond), 30*time.Second)
+	ticker := time.NewTicker(sweepEvery)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ticker.C:
+			for _, id := range h.idle(ho.IdleTimeout) {
+				h.o.warn("session idle for %s: closing it", ho.IdleTimeout)
+				terminate(streamable, id)
+				h.drop(id) // in case the transport no longer knew it
+			}
+		case err := <-served:
+			h.closeAll()
+			return err
+		case <-ctx.Done():
+			// Sessions first, so in-flight calls end; then the listener.
+			h.closeAll()
+			streamable.CloseSessions(context.Background())
+			sctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
+			defer cancel()
+			if err := hs.Shutdown(sctx); err != nil {
+				hs.Close()
+			}
+			return nil
+		}
+	}
+}
+
+// terminate ends one MCP session as a client's DELETE would.
+func terminate(streamable *mcpserver.StreamableHTTPServer, id string) {
+	req, err := http.NewRequest(http.MethodDelete, "/mcp", nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set(mcpserver.HeaderKeySessionID, id)
+	streamable.ServeHTTP(&discardWriter{h: http.Header{}}, req)
+}
+
+type discardWriter struct{ h http.Header }
+
+func (d *discardWriter) Header() http.Header         { return d.h }
+func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discardWriter) WriteHeader(int)             {}
+
+// authorize requires "Authorization: Bearer TOKEN" when token is set.
+func authorize(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="evener-mcp"`)
+			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitBody refuses bodies over max with 413 before the transport reads
+// them, and applies the stdio guard's checks (duplicate keys, nesting,
+// UTF-8) to what it does read.
+func limitBody(max int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.ContentLength > max {
+			writeRPCError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", max))
+			return
+		}
+		body, err := readAtMost(r, max)
+		if err != nil {
+			writeRPCError(w, http.StatusRequestEntityTooLarge, err.Error())
+			return
+		}
+		if err := checkJSON(body); err != nil {
+			writeRPCError(w, http.StatusBadRequest, "invalid request: "+err.Error())
+			return
+		}
+		if v := sessionlessVersion(r.Header, body); v != "" {
+			refuseSessionless(w, body, v)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func readAtMost(r *http.Request, max int64) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("read request body: %w", err)
+	}
+	if int64(len(body)) > max {
+		return nil, fmt.Errorf("request body over %d bytes", max)
+	}
+	return body, nil
+}
+
+// sessionlessVersion is the protocol revision a request declares when that
+// revision has no sessions (2026-07-28 and later), "" otherwise.
+func sessionlessVersion(h http.Header, body []byte) string {
+	if v := h.Get(mcp.HeaderProtocolVersion); mcp.IsModernProtocol(v) {
+		return v
+	}
+	var m struct {
+		Params struct {
+			Meta map[string]any `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &m) == nil {
+		if v, _ := m.Params.Meta[mcp.MetaKeyProtocolVersion].(string); mcp.IsModernProtocol(v) {
+			return v
+		}
+	}
+	return ""
+}
+
+// refuseSessionless answers a sessionless request with the unsupported-
+// version error a client can fall back on (the supported revisions are in
+// its data), and a message that says why.
+func refuseSessionless(w http.ResponseWriter, body []byte, version string) {
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	_ = json.Unmarshal(body, &m)
+	id := any(nil)
+	if len(m.ID) > 0 {
+		id = m.ID
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"jsonrpc": "2.0", "id": id,
+		"error": map[string]any{
+			"code":    mcp.UNSUPPORTED_PROTOCOL_VERSION,
+			"message": fmt.Sprintf("protocol revision %s is sessionless: %v", version, errSessionless),
+			"data":    map[string]any{"supported": mcp.LegacyProtocolVersions(), "requested": version},
+		},
+	})
+}
+
+func writeRPCError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"jsonrpc": "2.0", "id": nil,
+		"error": map[string]any{"code": mcp.INVALID_REQUEST, "message": msg},
+	})
+}
+
+// idManager mints unguessable session ids (they are capabilities: whoever
+// holds one drives that sandbox) and forgets them when they end, so an
+// ended session answers 404 and the client starts a new one.
+type idManager struct {
+	mu   sync.Mutex
+	live map[string]bool
+}
+
+func newIDManager() *idManager { return &idManager{live: map[string]bool{}} }
+
+func (m *idManager) Generate() string {
+	id := newID() + newID()
+	m.mu.Lock()
+	m.live[id] = true
+	m.mu.Unlock()
+	return id
+}
+
+func (m *idManager) Validate(id string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.live[id] {
+		return false, errors.New("unknown or ended session")
+	}
+	return false, nil
+}
+
+func (m *idManager) Terminate(id string) (bool, error) {
+	m.mu.Lock()
+	delete(m.live, id)
+	m.mu.Unlock()
+	return false, nil
+}

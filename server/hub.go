@@ -1,0 +1,505 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/tools"
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+)
+
+// errSessionless refuses a request that belongs to no sandbox session: a
+// client speaking only a sessionless protocol revision (2026-07-28 and
+// later) over HTTP, or one that skipped initialize. Sharing one sandbox
+// between clients would let one read another's scratch and kill its
+// processes, so there is no shared fallback.
+var errSessionless = errors.New("evener-mcp serves one sandbox per MCP session: initialize a session first, with a protocol revision that keeps sessions (2025-11-25 or earlier, Mcp-Session-Id); sessionless requests are refused so that no two clients share a sandbox")
+
+// rootsTimeout bounds the wait for a client's roots/list answer.
+const rootsTimeout = 10 * time.Second
+
+// approvalTimeout bounds how long a tool call waits for a human's answer.
+const approvalTimeout = 10 * time.Minute
+
+// Hub is the MCP server of one process: tools registered once, every call
+// dispatched to the sandbox session of the MCP session it arrived on.
+type Hub struct {
+	o        Options
+	srv      *mcpserver.MCPServer
+	stdio    bool
+	maxSess  int
+	mu       sync.Mutex
+	sessions map[string]*Session // by MCP session id (HTTP)
+	single   *Session            // the one session of a stdio server
+	closed   bool
+}
+
+// newHub builds the MCP server. With stdio set the hub has exactly one
+// session, created now, so that clients that never send initialize (the
+// sessionless revisions) are served too: over stdio the process is the
+// session.
+func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, error) {
+	h := &Hub{o: o, stdio: stdio, maxSess: maxSessions, sessions: map[string]*Session{}}
+	instructions := ""
+	if stdio {
+		s, err := h.open(ctx, Narrowing{}, "stdio")
+		if err != nil {
+			return nil, err
+		}
+		h.single = s
+		instructions = s.preamble
+		if o.Started != nil {
+			o.Started(s.StartupLine())
+		}
+	}
+	hooks := &mcpserver.Hooks{}
+	hooks.AddOnRequestInitialization(h.onRequest)
+	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
+		if s := h.lookup(ctx); s != nil && res != nil {
+			res.Instructions = s.preamble
+		}
+	})
+	hooks.AddOnUnregisterSession(func(ctx context.Context, cs mcpserver.ClientSession) {
+		if !h.stdio {
+			h.drop(cs.SessionID())
+		}
+	})
+	h.srv = mcpserver.NewMCPServer("evener-mcp", Version,
+		mcpserver.WithInstructions(instructions),
+		mcpserver.WithToolCapabilities(false),
+		mcpserver.WithResourceCapabilities(false, false),
+		mcpserver.WithInputSchemaValidation(),
+		mcpserver.WithOutputSchemaValidation(),
+		mcpserver.WithRecovery(),
+		mcpserver.WithElicitation(),
+		mcpserver.WithHooks(hooks),
+		mcpserver.WithToolFilter(h.filterTools),
+		mcpserver.WithToolHandlerMiddleware(h.hookMiddleware),
+	)
+	published := o.Config.Tools
+	if published == nil {
+		published = tools.Names
+	}
+	for _, t := range tools.All(tools.Deps{Policy: o.Policy, Caps: o.Caps}) {
+		if slices.Contains(published, t.Tool.Name) {
+			h.srv.AddTool(t.Tool, h.dispatch(t.Tool.Name))
+		}
+	}
+	h.srv.AddResource(mcp.NewResource(PreambleURI, "sandbox preamble",
+		mcp.WithResourceDescription("What this session's sandbox enforces, as the model is told at start."),
+		mcp.WithMIMEType("text/plain")),
+		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			s := h.lookup(ctx)
+			if s == nil {
+				return nil, errSessionless
+			}
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: PreambleURI, MIMEType: "text/plain", Text: s.preamble}}, nil
+		})
+	return h, nil
+}
+
+// lookup is the sandbox session of the request in ctx, nil when none.
+func (h *Hub) lookup(ctx context.Context) *Session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stdio {
+		return h.single
+	}
+	cs := mcpserver.ClientSessionFromContext(ctx)
+	if cs == nil || cs.SessionID() == "" {
+		return nil
+	}
+	return h.sessions[cs.SessionID()]
+}
+
+// onRequest runs before every request: initialize creates (or, over
+// stdio, narrows) the sandbox session; anything else needs one.
+func (h *Hub) onRequest(ctx context.Context, _ any, message any) error {
+	var raw []byte
+	switch m := message.(type) {
+	case json.RawMessage:
+		raw = m
+	case []byte:
+		raw = m
+	default:
+		return nil
+	}
+	var req struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return nil // mcp-go answers the parse error itself
+	}
+	switch {
+	case req.Method == string(mcp.MethodInitialize):
+		return h.initialize(ctx, req.Params)
+	case req.Method == string(mcp.MethodPing), req.Method == string(mcp.MethodServerDiscover),
+		strings.HasPrefix(req.Method, "notifications/"):
+		return nil
+	}
+	if h.lookup(ctx) == nil {
+		return errSessionless
+	}
+	return nil
+}
+
+func (h *Hub) initialize(ctx context.Context, params json.RawMessage) error {
+	var p struct {
+		Capabilities mcp.ClientCapabilities `json:"capabilities"`
+	}
+	if len(params) > 0 {
+		if err := json.Unmarshal(params, &p); err != nil {
+			return fmt.Errorf("initialize: %w", err)
+		}
+	}
+	n, asked, err := parseNarrowing(p.Capabilities)
+	if err != nil {
+		return err
+	}
+	if h.stdio {
+		if !asked {
+			return nil
+		}
+		s, err := h.open(ctx, n, "stdio")
+		if err != nil {
+			return err
+		}
+		h.mu.Lock()
+		old := h.single
+		h.single = s
+		h.mu.Unlock()
+		old.Close()
+		if h.o.Started != nil {
+			h.o.Started(s.StartupLine() + " (narrowed by the client)")
+		}
+		return nil
+	}
+	cs := mcpserver.ClientSessionFromContext(ctx)
+	if cs == nil || cs.SessionID() == "" {
+		return errSessionless
+	}
+	id := cs.SessionID()
+	h.mu.Lock()
+	switch {
+	case h.closed:
+		h.mu.Unlock()
+		return errors.New("the server is shutting down")
+	case h.sessions[id] != nil:
+		h.mu.Unlock()
+		return errors.New("this MCP session is already initialised")
+	case h.maxSess > 0 && len(h.sessions) >= h.maxSess:
+		h.mu.Unlock()
+		return fmt.Errorf("too many sessions (at most %d); end an idle one or raise --max-sessions", h.maxSess)
+	}
+	h.sessions[id] = nil // reserved while the sandbox session is built
+	h.mu.Unlock()
+	s, err := h.open(ctx, n, "http")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err != nil || h.closed {
+		delete(h.sessions, id)
+		if err == nil {
+			s.Close()
+			err = errors.New("the server is shutting down")
+		}
+		return err
+	}
+	h.sessions[id] = s
+	return nil
+}
+
+// open creates and starts a sandbox session.
+func (h *Hub) open(ctx context.Context, n Narrowing, transport string) (*Session, error) {
+	s, err := NewSession(h.o, n)
+	if err != nil {
+		return nil, fmt.Errorf("session refused: %w", err)
+	}
+	if s.DegradedShell != "" && transport != "stdio" {
+		h.o.warn("session %s: %s", s.ID, s.DegradedShell)
+	}
+	s.start(ctx, transport)
+	return s, nil
+}
+
+// drop ends the sandbox session of an MCP session (DELETE, idle expiry,
+// shutdown).
+func (h *Hub) drop(id string) {
+	h.mu.Lock()
+	s := h.sessions[id]
+	delete(h.sessions, id)
+	h.mu.Unlock()
+	if s != nil {
+		s.Close()
+	}
+}
+
+// Count is the number of live sandbox sessions.
+func (h *Hub) Count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stdio {
+		return 1
+	}
+	n := 0
+	for _, s := range h.sessions {
+		if s != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// idle lists the MCP session ids idle for longer than ttl.
+func (h *Hub) idle(ttl time.Duration) []string {
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for id, s := range h.sessions {
+		if s != nil && s.idleSince(now) > ttl {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// closeAll refuses new sessions and closes every live one.
+func (h *Hub) closeAll() {
+	h.mu.Lock()
+	h.closed = true
+	all := []*Session{}
+	for id, s := range h.sessions {
+		if s != nil {
+			all = append(all, s)
+		}
+		delete(h.sessions, id)
+	}
+	if h.single != nil {
+		all = append(all, h.single)
+	}
+	h.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+func (h *Hub) filterTools(ctx context.Context, ts []mcp.Tool) []mcp.Tool {
+	s := h.lookup(ctx)
+	if s == nil {
+		return nil
+	}
+	// The session's own definitions: their descriptions and annotations
+	// name the session's mode and network, which may be narrower than the
+	// server's.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]mcp.Tool, 0, len(ts))
+	for _, t := range ts {
+		if d, ok := s.defs[t.Name]; ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (h *Hub) hookMiddleware(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		s := h.lookup(ctx)
+		if s == nil || s.hooks == nil {
+			return next(ctx, req)
+		}
+		return s.hooks.middleware(next)(ctx, req)
+	}
+}
+
+// dispatch is the registered handler of one tool: it finds the caller's
+// session, applies its roots before its first call, runs the session's
+// handler and offers an escalation where the client can ask a human.
+func (h *Hub) dispatch(name string) mcpserver.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		s := h.lookup(ctx)
+		if s == nil {
+			return mcp.NewToolResultError(errSessionless.Error()), nil
+		}
+		defer s.begin()()
+		s.prepOnce.Do(func() { s.prepErr = h.applyRoots(ctx, s) })
+		if s.prepErr != nil {
+			return mcp.NewToolResultError(s.prepErr.Error()), nil
+		}
+		hd := s.handler(name)
+		if hd == nil {
+			return mcp.NewToolResultError(fmt.Sprintf("tool %s is not available in this session", name)), nil
+		}
+		res, err := hd(ctx, req)
+		if err == nil {
+			res = h.escalate(ctx, s, name, req, res)
+		}
+		return res, err
+	}
+}
+
+func clientCaps(ctx context.Context) mcp.ClientCapabilities {
+	if cs, ok := mcpserver.ClientSessionFromContext(ctx).(mcpserver.SessionWithClientInfo); ok {
+		return cs.GetClientCapabilities()
+	}
+	return mcp.ClientCapabilities{}
+}
+
+// applyRoots narrows the session's worktree to the client's roots, once,
+// before its first tool call. Roots inside the worktree narrow it to their
+// common ancestor; a root at or above the worktree leaves it as it is;
+// roots outside it cannot widen anything, and when every root lies outside
+// the session refuses to work rather than act outside what the client
+// named.
+func (h *Hub) applyRoots(ctx context.Context, s *Session) error {
+	if clientCaps(ctx).Roots == nil {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, rootsTimeout)
+	defer cancel()
+	res, err := h.srv.RequestRoots(rctx, mcp.ListRootsRequest{Request: mcp.Request{Method: string(mcp.MethodListRoots)}})
+	if err != nil {
+		h.o.warn("session %s: roots/list failed (%v); the worktree stays as the server was started", s.ID, err)
+		return nil
+	}
+	dir, err := narrowedRoot(s.Policy.Workdir(), res.Roots)
+	if err != nil {
+		return err
+	}
+	if dir == "" {
+		return nil
+	}
+	if err := s.narrowWorkdir(dir); err != nil {
+		return fmt.Errorf("the client's roots cannot narrow this session: %w", err)
+	}
+	s.Audit.Lifecycle("session-roots", "worktree narrowed to the client's roots")
+	return nil
+}
+
+// narrowedRoot is the directory roots narrow wd to, "" for no change.
+func narrowedRoot(wd string, roots []mcp.Root) (string, error) {
+	if len(roots) == 0 {
+		return "", nil
+	}
+	var inside []string
+	for _, r := range roots {
+		u, err := url.Parse(r.URI)
+		if err != nil || u.Scheme != "file" || u.Path == "" || !filepath.IsAbs(u.Path) {
+			continue
+		}
+		p := filepath.Clean(u.Path)
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		switch {
+		case confine.Within(wd, p):
+			return "", nil // a root holding the whole worktree: nothing to narrow
+		case confine.Within(p, wd):
+			inside = append(inside, p)
+		}
+	}
+	if len(inside) == 0 {
+		return "", errors.New("every root the client named lies outside this server's worktree; the session cannot work there and will not work elsewhere")
+	}
+	common := inside[0]
+	for _, p := range inside[1:] {
+		for !confine.Within(p, common) {
+			common = filepath.Dir(common)
+		}
+	}
+	return common, nil
+}
+
+// escalatable are the tools whose outside-roots denial a human may
+// approve (spec 000 "Denials"); shell, apply_patch, the browse tools and
+// every other rule stay final.
+var escalatable = []string{"read_file", "write_file", "edit_file"}
+
+// escalate asks the human, through elicitation, to approve one file-tool
+// call refused for lying outside the roots, and re-runs it with that one
+// directory granted when they accept. The model sees either the ordinary
+// denial or the ordinary result: it cannot trigger an approval by any
+// argument, answer it, or learn that one happened.
+func (h *Hub) escalate(ctx context.Context, s *Session, name string, req mcp.CallToolRequest, res *mcp.CallToolResult) *mcp.CallToolResult {
+	if res == nil || !res.IsError || !slices.Contains(escalatable, name) {
+		return res
+	}
+	den, ok := res.StructuredContent.(tools.Denial)
+	if !ok || den.Rule != confine.RuleOutside {
+		return res
+	}
+	if clientCaps(ctx).Elicitation == nil {
+		return res
+	}
+	path, _ := req.GetArguments()["path"].(string)
+	abs, display, err := s.Files.Resolve(path)
+	if err != nil {
+		return res
+	}
+	grant, err := s.Files.Grant(filepath.Dir(abs))
+	if err != nil {
+		s.Audit.Escalation(name, abs, "not-grantable")
+		return res
+	}
+	defer grant.Close()
+	op := "read"
+	if name != "read_file" {
+		op = "write"
+	}
+	actx, cancel := context.WithTimeout(ctx, approvalTimeout)
+	defer cancel()
+	answer, err := h.srv.RequestElicitation(actx, mcp.ElicitationRequest{
+		Request: mcp.Request{Method: string(mcp.MethodElicitationCreate)},
+		Params: mcp.ElicitationParams{
+			Message: fmt.Sprintf("The agent's %s wants to %s %s, which is outside this session's %s sandbox roots. Allow this one %s? (Only this call; masked paths stay refused.)",
+				name, op, display, s.Policy.Mode(), op),
+			RequestedSchema: map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"approve": map[string]any{"type": "boolean", "title": "Allow this one " + op, "default": false},
+				},
+				"required": []string{"approve"},
+			},
+		},
+	})
+	if err != nil {
+		s.Audit.Escalation(name, abs, "unanswered")
+		return res
+	}
+	approved := false
+	if answer.Action == mcp.ElicitationResponseActionAccept {
+		if c, ok := answer.Content.(map[string]any); ok {
+			approved, _ = c["approve"].(bool)
+		}
+	}
+	if !approved {
+		s.Audit.Escalation(name, abs, "declined")
+		return res
+	}
+	s.Audit.Escalation(name, abs, "approved")
+	for _, t := range tools.All(s.deps(grant)) {
+		if t.Tool.Name == name {
+			if again, err := t.Handler(ctx, req); err == nil && again != nil {
+				return again
+			}
+		}
+	}
+	return res
+}

@@ -1,0 +1,27 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	mcpserver "github.com/mark3labs/mcp-go/server"
+)
+
+// RunStdio serves one session over stdin/stdout until stdin closes or ctx
+// ends; then the session is closed (processes killed, proxies closed,
+// scratch removed).
+func RunStdio(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) error {
+	h, err := newHub(ctx, o, true, 0)
+	if err != nil {
+		return err
+	}
+	defer h.closeAll()
+	out := &syncWriter{w: stdout}
+	stdio := mcpserver.NewStdioServer(h.srv)
+	err = stdio.Listen(ctx, newGuardedReader(stdin, out), out)
+	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
