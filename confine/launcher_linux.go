@@ -38,8 +38,8 @@ type Session struct {
 	// hideBeside is the server-private parent of the scratch, hidden in
 	// every sandbox but for the scratch itself ("" when not isolated).
 	hideBeside string
-	egress  *EgressBridge
-	exe     string // this binary, for the egress relay
+	egress     *EgressBridge
+	exe        string // this binary, for the egress relay
 }
 
 // SetEgress hands the launcher the bridge to the session's proxies. With

@@ -22,10 +22,10 @@ func NewSession(p *Policy, envPassthrough []string) (*Session, error) { return n
 func NewSessionUnder(p *Policy, envPassthrough []string, parent string) (*Session, error) {
 	return nil, errNoBackend
 }
-func (s *Session) Policy() *Policy                                    { return s.p }
-func (s *Session) Scratch() string                                    { return os.TempDir() }
-func (s *Session) Close() error                                       { return nil }
-func (s *Session) Narrow(np *Policy) error                            { return errNoBackend }
+func (s *Session) Policy() *Policy         { return s.p }
+func (s *Session) Scratch() string         { return os.TempDir() }
+func (s *Session) Close() error            { return nil }
+func (s *Session) Narrow(np *Policy) error { return errNoBackend }
 
 type Command struct {
 	Args    []string

@@ -101,9 +101,9 @@ func (s *httpServer) stop(t *testing.T) {
 
 // clientOpts shape one HTTP client.
 type clientOpts struct {
-	narrowing   map[string]any                                                                        // capabilities.experimental["evener-mcp/session"]
+	narrowing   map[string]any                                                                      // capabilities.experimental["evener-mcp/session"]
 	elicitation func(ctx context.Context, r mcp.ElicitationRequest) (*mcp.ElicitationResult, error) // nil: no elicitation capability
-	roots       []string                                                                              // nil: no roots capability
+	roots       []string                                                                            // nil: no roots capability
 	token       string
 }
 
