@@ -82,6 +82,7 @@ esac
 echo "unexpected input: $in" >&2; exit 2`)
 				post := hookScript(t, dir, "see-result", `in=$(cat)
 case "$in" in
+  *'"hook_event_name":"PostToolUse"'*'"tool_response":'*SECRET-OUT-2*) echo "the result carries a secret" >&2; exit 2 ;;
   *'"hook_event_name":"PostToolUse"'*'"tool_response":'*allowed-42*) echo '{"additionalContext":"the PostToolUse hook saw allowed-42 in the result"}' ;;
   *) echo "the PostToolUse hook did not see the result" >&2; exit 2 ;;
 esac`)
@@ -104,6 +105,14 @@ esac`)
 				}
 				if !strings.Contains(text(r), "the PostToolUse hook saw allowed-42 in the result") {
 					t.Errorf("the PostToolUse hook's context is not in the result: %s", text(r))
+				}
+				// A PostToolUse block withholds the result of a call that ran.
+				r = m.call(t, "shell", map[string]any{"command": "echo SECRET-OUT-$((1+1)); echo ran > ran-before-withheld"})
+				if !hookDenied(t, r, `PostToolUse hook "see-result": the result carries a secret (the call ran; its result is withheld)`) || strings.Contains(text(r), "SECRET-OUT-2") {
+					t.Errorf("the result was not withheld: %v %s", structured(t, r), text(r))
+				}
+				if _, err := os.Stat(filepath.Join(e.work, "ran-before-withheld")); err != nil {
+					t.Errorf("the withheld call did not run: %v", err)
 				}
 				// The matcher selects shell only: read_file runs no hook.
 				if r := m.call(t, "read_file", map[string]any{"path": "README"}); r.IsError {
