@@ -105,6 +105,7 @@ type clientOpts struct {
 	elicitation func(ctx context.Context, r mcp.ElicitationRequest) (*mcp.ElicitationResult, error) // nil: no elicitation capability
 	roots       []string                                                                            // nil: no roots capability
 	token       string
+	listen      bool // open the standalone GET stream (mcp-go sends roots/list only there)
 }
 
 type elicitFunc func(ctx context.Context, r mcp.ElicitationRequest) (*mcp.ElicitationResult, error)
@@ -129,6 +130,9 @@ func (s *httpServer) connect(t *testing.T, o clientOpts) (*mcpConn, error) {
 	var topts []transport.StreamableHTTPCOption
 	if o.token != "" {
 		topts = append(topts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + o.token}))
+	}
+	if o.listen || o.roots != nil {
+		topts = append(topts, transport.WithContinuousListening())
 	}
 	tr, err := transport.NewStreamableHTTP(s.url, topts...)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -356,6 +357,165 @@ func TestHTTPDelegateFloorDegraded(t *testing.T) {
 		}
 		if r := m.call(t, "read_file", map[string]any{"path": e.home + "/notes.txt"}); r.IsError {
 			t.Errorf("degraded file tools cannot read: %s", text(r))
+		}
+	})
+}
+
+// approver is an elicitation handler that records what it was asked and
+// answers with action and approve.
+type approver struct {
+	mu      sync.Mutex
+	asked   []string
+	action  mcp.ElicitationResponseAction
+	approve bool
+}
+
+func (a *approver) handle(ctx context.Context, r mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	a.mu.Lock()
+	a.asked = append(a.asked, r.Params.Message)
+	a.mu.Unlock()
+	res := &mcp.ElicitationResult{}
+	res.Action = a.action
+	if a.action == mcp.ElicitationResponseActionAccept {
+		res.Content = map[string]any{"approve": a.approve}
+	}
+	return res, nil
+}
+
+func (a *approver) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.asked)
+}
+
+// TestHTTPEscalation: an outside-roots denial of read_file, write_file or
+// edit_file asks the human through elicitation and proceeds only on an
+// explicit accept; a decline, an accept without approval and a client
+// without elicitation keep the denial; masked paths, the shell and
+// apply_patch are never escalated; the model's result never mentions an
+// approval.
+func TestHTTPEscalation(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		writeFile(t, filepath.Join(e.home, ".ssh", "id_rsa"), "SECRET-KEY\n")
+		writeFile(t, filepath.Join(e.sibling, "edit.txt"), "alpha\n")
+		srv := e.serve(t, "--sandbox", "restricted", "--sandbox-net", "off")
+
+		yes := &approver{action: mcp.ElicitationResponseActionAccept, approve: true}
+		m := srv.mustConnect(t, clientOpts{elicitation: yes.handle})
+		r := m.call(t, "read_file", map[string]any{"path": "../sibling/notes"})
+		if r.IsError || !strings.Contains(text(r), "sibling file") {
+			t.Errorf("approved read: %s", text(r))
+		}
+		if yes.count() != 1 || !strings.Contains(yes.asked[0], "../sibling/notes") {
+			t.Errorf("the human was asked %v", yes.asked)
+		}
+		if strings.Contains(strings.ToLower(text(r)), "approv") || strings.Contains(strings.ToLower(text(r)), "escalat") {
+			t.Errorf("the model's result mentions the approval: %s", text(r))
+		}
+		r = m.call(t, "write_file", map[string]any{"path": "../sibling/approved.txt", "content": "ok\n"})
+		if b, err := os.ReadFile(filepath.Join(e.sibling, "approved.txt")); r.IsError || err != nil || string(b) != "ok\n" {
+			t.Errorf("approved write: %s (%v)", text(r), err)
+		}
+		r = m.call(t, "edit_file", map[string]any{"path": "../sibling/edit.txt", "edits": []map[string]any{{"old_text": "alpha", "new_text": "beta"}}})
+		if b, _ := os.ReadFile(filepath.Join(e.sibling, "edit.txt")); r.IsError || string(b) != "beta\n" {
+			t.Errorf("approved edit: %s", text(r))
+		}
+		// Approval covers one call: the next one asks again.
+		before := yes.count()
+		m.call(t, "read_file", map[string]any{"path": "../sibling/notes"})
+		if yes.count() != before+1 {
+			t.Errorf("a second call was not asked about (%d -> %d)", before, yes.count())
+		}
+		// Never escalated: masked paths, the shell, apply_patch, list_dir.
+		before = yes.count()
+		if r := m.call(t, "read_file", map[string]any{"path": filepath.Join(e.home, ".ssh", "id_rsa")}); !r.IsError || strings.Contains(text(r), "SECRET") {
+			t.Errorf("masked read: %s", text(r))
+		}
+		m.call(t, "shell", map[string]any{"command": "cat ../sibling/notes"})
+		patch := "*** Begin Patch\n*** Add File: ../sibling/patched.txt\n+x\n*** End Patch\n"
+		m.call(t, "apply_patch", map[string]any{"patch": patch})
+		m.call(t, "list_dir", map[string]any{"path": "../sibling"})
+		if yes.count() != before {
+			t.Errorf("a final denial asked the human: %v", yes.asked[before:])
+		}
+		if _, err := os.Stat(filepath.Join(e.sibling, "patched.txt")); err == nil {
+			t.Errorf("apply_patch outside the roots was escalated and applied")
+		}
+
+		for name, a := range map[string]*approver{
+			"decline":           {action: mcp.ElicitationResponseActionDecline},
+			"cancel":            {action: mcp.ElicitationResponseActionCancel},
+			"accept-no-approve": {action: mcp.ElicitationResponseActionAccept, approve: false},
+		} {
+			c := srv.mustConnect(t, clientOpts{elicitation: a.handle})
+			if r := c.call(t, "read_file", map[string]any{"path": "../sibling/notes"}); !denied(t, r, "outside-roots") {
+				t.Errorf("%s: read proceeded: %s", name, text(r))
+			}
+			if r := c.call(t, "write_file", map[string]any{"path": "../sibling/" + name, "content": "x"}); !denied(t, r, "outside-roots") {
+				t.Errorf("%s: write proceeded: %s", name, text(r))
+			}
+			if _, err := os.Stat(filepath.Join(e.sibling, name)); err == nil {
+				t.Errorf("%s: the file was written", name)
+			}
+			if a.count() != 2 {
+				t.Errorf("%s: asked %d times, want 2", name, a.count())
+			}
+		}
+		// A client without elicitation: the denial is final.
+		plain := srv.mustConnect(t, clientOpts{})
+		if r := plain.call(t, "read_file", map[string]any{"path": "../sibling/notes"}); !denied(t, r, "outside-roots") {
+			t.Errorf("no elicitation: read proceeded: %s", text(r))
+		}
+	})
+}
+
+// TestRoots: a client's roots may narrow the worktree, never widen or
+// move it. Over stdio: mcp-go's HTTP client never opens the standalone GET
+// stream on its session, the only stream mcp-go's server sends roots/list
+// on (see README, known residuals); the hub's logic is the same for both.
+func TestRoots(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		sub := filepath.Join(e.work, "sub")
+		mustMkdir(t, sub)
+		connect := func(roots ...string) *mcpConn {
+			return e.mcpWith(t, []client.ClientOption{client.WithRootsHandler(rootsFunc(roots))}, nil,
+				"--sandbox", "workspace-write", "--sandbox-net", "off")
+		}
+		m := connect(sub)
+		if r := m.call(t, "write_file", map[string]any{"path": "in-root.txt", "content": "x"}); r.IsError {
+			t.Errorf("write inside the narrowed root: %s", text(r))
+		}
+		if _, err := os.Stat(filepath.Join(sub, "in-root.txt")); err != nil {
+			t.Errorf("the narrowed worktree is not the root: %v\n%s", err, m.stderr.String())
+		}
+		if r := m.call(t, "write_file", map[string]any{"path": filepath.Join(e.work, "top.txt"), "content": "x"}); !denied(t, r, "outside-roots") {
+			t.Errorf("write outside the client's root: %s", text(r))
+		}
+		m.call(t, "shell", map[string]any{"command": "touch ../top-shell.txt"})
+		if _, err := os.Stat(filepath.Join(e.work, "top-shell.txt")); err == nil {
+			t.Errorf("the shell wrote outside the client's root")
+		}
+		if _, err := os.Stat(filepath.Join(e.work, "top.txt")); err == nil {
+			t.Errorf("the file tools wrote outside the client's root")
+		}
+
+		// A root above the worktree does not widen it.
+		wide := connect(e.root)
+		if r := wide.call(t, "write_file", map[string]any{"path": filepath.Join(e.sibling, "wide.txt"), "content": "x"}); !denied(t, r, "outside-roots") {
+			t.Errorf("a wider root widened the session: %s", text(r))
+		}
+		if r := wide.call(t, "write_file", map[string]any{"path": "wide-ok.txt", "content": "x"}); r.IsError {
+			t.Errorf("the worktree under a wider root: %s", text(r))
+		}
+		// Roots only outside the worktree: the session refuses to work.
+		away := connect(e.sibling)
+		if r := away.call(t, "write_file", map[string]any{"path": filepath.Join(e.sibling, "away.txt"), "content": "x"}); !r.IsError || !strings.Contains(text(r), "outside this server's worktree") {
+			t.Errorf("roots outside the worktree: %s", text(r))
+		}
+		if _, err := os.Stat(filepath.Join(e.sibling, "away.txt")); err == nil {
+			t.Errorf("a root outside the worktree was written")
 		}
 	})
 }

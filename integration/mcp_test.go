@@ -29,6 +29,14 @@ type mcpConn struct {
 // mcp starts the server with flags (in the worktree) and initialises it.
 func (e *env) mcp(t *testing.T, flags ...string) *mcpConn {
 	t.Helper()
+	return e.mcpWith(t, nil, nil, flags...)
+}
+
+// mcpWith is mcp with client options and client capabilities (a client
+// with options speaks the session-keeping revision: roots and elicitation
+// are server-initiated requests there).
+func (e *env) mcpWith(t *testing.T, copts []client.ClientOption, caps *mcp.ClientCapabilities, flags ...string) *mcpConn {
+	t.Helper()
 	e.chown(t)
 	m := &mcpConn{stderr: &lockedBuffer{}}
 	cmdFunc := func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
@@ -40,11 +48,15 @@ func (e *env) mcp(t *testing.T, flags ...string) *mcpConn {
 		}
 		return cmd, nil
 	}
-	c, err := client.NewStdioMCPClientWithOptions(binPath, nil, flags,
+	tr := transport.NewStdioWithOptions(binPath, nil, flags,
 		transport.WithCommandFunc(cmdFunc), transport.WithCommandStderrWriter(m.stderr))
-	if err != nil {
+	if err := tr.Start(context.Background()); err != nil {
 		t.Fatalf("start server: %v", err)
 	}
+	if copts != nil {
+		copts = append(copts, client.WithLegacyProtocolOnly())
+	}
+	c := client.NewClient(tr, copts...)
 	t.Cleanup(func() { c.Close() })
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		if n.Method == "notifications/progress" {
@@ -64,6 +76,10 @@ func (e *env) mcp(t *testing.T, flags ...string) *mcpConn {
 	req := mcp.InitializeRequest{}
 	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	req.Params.ClientInfo = mcp.Implementation{Name: "evener-integration", Version: "1"}
+	if caps != nil {
+		req.Params.Capabilities = *caps
+	}
+	var err error
 	m.init, err = c.Initialize(ctx, req)
 	if err != nil {
 		t.Fatalf("initialize: %v\nstderr:\n%s", err, m.stderr.String())

@@ -187,6 +187,13 @@ func authorize(token string, next http.Handler) http.Handler {
 // UTF-8) to what it does read.
 func limitBody(max int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.Header.Get(mcpserver.HeaderKeySessionID) == "" {
+			// A standalone stream belongs to an initialised session; the
+			// transport would otherwise mint a session for it that no
+			// initialize ever set up.
+			http.Error(w, "GET needs the Mcp-Session-Id of an initialised session", http.StatusBadRequest)
+			return
+		}
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
 			return

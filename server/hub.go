@@ -25,8 +25,11 @@ import (
 // processes, so there is no shared fallback.
 var errSessionless = errors.New("evener-mcp serves one sandbox per MCP session: initialize a session first, with a protocol revision that keeps sessions (2025-11-25 or earlier, Mcp-Session-Id); sessionless requests are refused so that no two clients share a sandbox")
 
-// rootsTimeout bounds the wait for a client's roots/list answer.
-const rootsTimeout = 10 * time.Second
+// rootsTimeout bounds the wait for a client's roots/list answer (over
+// HTTP mcp-go sends it on the client's standalone GET stream only; a client
+// that declares roots without opening one delays its first call by this
+// much, then keeps the server's worktree).
+const rootsTimeout = 5 * time.Second
 
 // approvalTimeout bounds how long a tool call waits for a human's answer.
 const approvalTimeout = 10 * time.Minute
