@@ -326,7 +326,7 @@ func (r *Runner) runOne(ctx context.Context, h Hook, stdin []byte) (run Run, rea
 		}
 		return run, fmt.Sprintf("%s hook %q: %s", h.Event, name, why), ""
 	case res.Signal != "":
-		return fail(fmt.Sprintf("%s hook %q was killed by %s (exit %d)", h.Event, name, res.Signal, res.ExitCode), "")
+		return fail(fmt.Sprintf("%s hook %q was ended by a signal (%s, exit %d)", h.Event, name, res.Signal, res.ExitCode), "")
 	case res.ExitCode != 0:
 		return fail(fmt.Sprintf("%s hook %q failed (exit %d)", h.Event, name, res.ExitCode), "")
 	case stdout.over:

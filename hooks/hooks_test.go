@@ -127,7 +127,7 @@ func TestProtocol(t *testing.T) {
 				{Name: "unknown-decision", Body: `echo '{"decision":"maybe"}'`, WantStatus: StatusFailed, WantReason: `unknown decision "maybe"`},
 				{Name: "stdout-flood", Body: "head -c 100000 /dev/zero | tr '\\0' x", WantStatus: StatusFailed, WantReason: "more than 65536 bytes of stdout"},
 				{Name: "timeout", Body: "sleep 30", Timeout: 300 * time.Millisecond, WantStatus: StatusFailed, WantReason: "timed out after 300ms"},
-				{Name: "killed", Body: "kill -9 $$", WantStatus: StatusFailed, WantReason: "(exit 137)"},
+				{Name: "killed", Body: "kill -9 $$", WantStatus: StatusFailed, WantReason: "exit 137)"},
 				{Name: "sanitised", Body: `printf '\033[31mred\033[0m \033]0;title\007tail\r\n\001\n' >&2; exit 2`, WantStatus: StatusBlocked,
 					WantReason: `"sanitised": red tail`, NotInReason: "\x1b"},
 				{Name: "bounded", Body: "head -c 100000 /dev/zero | tr '\\0' y >&2; exit 2", WantStatus: StatusBlocked, WantReason: "[truncated]"},
