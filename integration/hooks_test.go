@@ -70,8 +70,9 @@ func waitStderr(m *mcpConn, want string) string {
 // is in the audit log.
 func TestHooksToolEvents(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
-		for _, mode := range []string{"workspace-write", "restricted"} {
-			t.Run(mode, func(t *testing.T) {
+		for _, mn := range [][2]string{{"workspace-write", "off"}, {"restricted", "on"}} {
+			mode, network := mn[0], mn[1]
+			t.Run(mode+"-net-"+network, func(t *testing.T) {
 				e := newEnv(t, id)
 				dir := filepath.Join(e.root, "hooks")
 				pre := hookScript(t, dir, "no-forbidden-word", `in=$(cat)
@@ -89,7 +90,7 @@ esac`)
 				cfg := hookConfig(t, e, "hooks",
 					hookDef{event: "PreToolUse", matcher: "shell", command: pre},
 					hookDef{event: "PostToolUse", matcher: "shell", command: post})
-				m := e.mcp(t, "--sandbox", mode, "--sandbox-net", "off", "--config", cfg)
+				m := e.mcp(t, "--sandbox", mode, "--sandbox-net", network, "--config", cfg)
 
 				r := m.call(t, "shell", map[string]any{"command": "echo forbidden-word > planted-by-blocked-call"})
 				if !hookDenied(t, r, `PreToolUse hook "no-forbidden-word": commands may not say forbidden-word`) || !strings.Contains(text(r), "did not run") {
