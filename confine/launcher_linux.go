@@ -416,6 +416,12 @@ func (s *Session) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles, onStar
 			killTree(cmd, pid)
 			f.blockW.Close()
 			_ = cmd.Wait()
+			if errors.Is(err, unix.ESRCH) && cmd.ProcessState != nil {
+				// The sandbox vanished before it was released: say how
+				// bubblewrap itself ended (a rare failure under load,
+				// not yet explained).
+				err = fmt.Errorf("%w (bubblewrap: %s)", err, cmd.ProcessState)
+			}
 			return Result{ExitCode: -1}, err
 		}
 		f.blockW.Close()
@@ -479,7 +485,7 @@ func (s *Session) release(bwrapPID int, f *spawnFiles, onStart func()) (int, err
 	} {
 		var cur unix.Rlimit
 		if err := unix.Prlimit(info.ChildPID, r.res, nil, &cur); err != nil {
-			return info.ChildPID, fmt.Errorf("%w: read resource limit %d: %v", ErrSandboxSetup, r.res, err)
+			return info.ChildPID, fmt.Errorf("%w: read resource limit %d: %w", ErrSandboxSetup, r.res, err)
 		}
 		// Never above the hard limit the server itself got: lowering is
 		// always allowed, raising is not.
