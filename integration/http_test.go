@@ -232,6 +232,14 @@ func TestHTTPRefusals(t *testing.T) {
 		if out := m.shellOut(t, "echo ok"); !strings.Contains(out, "ok") {
 			t.Errorf("authorised client: %q", out)
 		}
+		// Progress notifications reach an HTTP client, the last one too.
+		m.shellOut(t, "for i in 1 2 3; do echo line$i; sleep 0.2; done; echo last-line")
+		m.mu.Lock()
+		streamed := strings.Join(m.progress, "")
+		m.mu.Unlock()
+		if !strings.Contains(streamed, "line1") || !strings.Contains(streamed, "last-line") {
+			t.Errorf("progress over HTTP: %q", streamed)
+		}
 		// /healthz: no sandbox fields.
 		resp, err = http.Get("http://" + srv.addr + "/healthz")
 		if err != nil {
