@@ -527,3 +527,31 @@ func TestRoots(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTPHooks: hooks run per HTTP session through the hub: a PreToolUse
+// hook blocks one session's call and lets another's through.
+func TestHTTPHooks(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		dir := filepath.Join(e.root, "hooks")
+		pre := hookScript(t, dir, "no-forbidden-word", `in=$(cat)
+case "$in" in
+  *forbidden-word*) echo "commands may not say forbidden-word" >&2; exit 2 ;;
+esac
+exit 0`)
+		cfg := hookConfig(t, e, "hooks", hookDef{event: "PreToolUse", matcher: "shell", command: pre})
+		srv := e.serve(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--config", cfg)
+		a := srv.mustConnect(t, clientOpts{})
+		b := srv.mustConnect(t, clientOpts{})
+		r := a.call(t, "shell", map[string]any{"command": "echo forbidden-word > planted"})
+		if !hookDenied(t, r, "commands may not say forbidden-word") {
+			t.Errorf("the hook did not block over HTTP: %s", text(r))
+		}
+		if _, err := os.Stat(filepath.Join(e.work, "planted")); err == nil {
+			t.Error("the blocked command ran")
+		}
+		if out := b.shellOut(t, "echo fine"); !strings.Contains(out, "fine") {
+			t.Errorf("the other session's allowed call: %q", out)
+		}
+	})
+}
