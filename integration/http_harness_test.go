@@ -147,15 +147,7 @@ func (s *httpServer) connect(t *testing.T, o clientOpts) (*mcpConn, error) {
 	}
 	c := client.NewClient(tr, copts...)
 	m := &mcpConn{stderr: s.stderr}
-	c.OnNotification(func(n mcp.JSONRPCNotification) {
-		if n.Method == "notifications/progress" {
-			if msg, ok := n.Params.AdditionalFields["message"].(string); ok {
-				m.mu.Lock()
-				m.progress = append(m.progress, msg)
-				m.mu.Unlock()
-			}
-		}
-	})
+	c.OnNotification(m.recordProgress)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.Start(ctx); err != nil {

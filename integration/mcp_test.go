@@ -58,15 +58,7 @@ func (e *env) mcpWith(t *testing.T, copts []client.ClientOption, caps *mcp.Clien
 	}
 	c := client.NewClient(tr, copts...)
 	t.Cleanup(func() { c.Close() })
-	c.OnNotification(func(n mcp.JSONRPCNotification) {
-		if n.Method == "notifications/progress" {
-			if msg, ok := n.Params.AdditionalFields["message"].(string); ok {
-				m.mu.Lock()
-				m.progress = append(m.progress, msg)
-				m.mu.Unlock()
-			}
-		}
-	})
+	c.OnNotification(m.recordProgress)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// The constructor starts the transport only; Start wires notifications.
@@ -86,6 +78,17 @@ func (e *env) mcpWith(t *testing.T, copts []client.ClientOption, caps *mcp.Clien
 	}
 	m.c = c
 	return m
+}
+
+// recordProgress keeps the message of every progress notification.
+func (m *mcpConn) recordProgress(n mcp.JSONRPCNotification) {
+	if n.Method == "notifications/progress" {
+		if msg, ok := n.Params.AdditionalFields["message"].(string); ok {
+			m.mu.Lock()
+			m.progress = append(m.progress, msg)
+			m.mu.Unlock()
+		}
+	}
 }
 
 // call invokes a tool and returns its result (tool errors included).

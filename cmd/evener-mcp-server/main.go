@@ -48,16 +48,8 @@ func run(args []string) int {
 // stderr carries the startup line and warnings, never protocol.
 func runStdio(args []string) int {
 	s := cli.NewFlagSet("evener-mcp")
-	if err := s.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
-		return cli.ExitUsage
-	}
-	if len(s.FS.Args()) > 0 {
-		fmt.Fprintf(os.Stderr, "evener-mcp: unexpected argument %q\n", s.FS.Args()[0])
-		return cli.ExitUsage
+	if code, ok := parse(s, args); !ok {
+		return code
 	}
 	o, code := resolve(s, false)
 	if code != 0 {
@@ -99,4 +91,21 @@ func resolve(s *cli.FlagSet, printLine bool) (server.Options, int) {
 		Warn:    func(w string) { fmt.Fprintf(os.Stderr, "evener-mcp: warning: %s\n", w) },
 		Started: func(line string) { fmt.Fprintln(os.Stderr, line) },
 	}, 0
+}
+
+// parse parses args into s; ok is false when the caller should exit with
+// code (0 after -h, ExitUsage for bad flags or a stray argument).
+func parse(s *cli.FlagSet, args []string) (code int, ok bool) {
+	if err := s.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
+		return cli.ExitUsage, false
+	}
+	if len(s.FS.Args()) > 0 {
+		fmt.Fprintf(os.Stderr, "evener-mcp: unexpected argument %q\n", s.FS.Args()[0])
+		return cli.ExitUsage, false
+	}
+	return 0, true
 }

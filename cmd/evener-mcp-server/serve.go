@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -27,16 +25,8 @@ func runServe(args []string) int {
 	tokenFile := s.FS.String("token-file", "", "file holding the bearer token clients must send (or set "+TokenEnv+"); required off loopback")
 	idle := s.FS.Duration("idle-timeout", server.DefaultIdleTimeout, "end a session after this long with no call in flight")
 	maxSess := s.FS.Int("max-sessions", server.DefaultMaxSessions, "refuse new sessions beyond this many live ones")
-	if err := s.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
-		return cli.ExitUsage
-	}
-	if len(s.FS.Args()) > 0 {
-		fmt.Fprintf(os.Stderr, "evener-mcp: unexpected argument %q\n", s.FS.Args()[0])
-		return cli.ExitUsage
+	if code, ok := parse(s, args); !ok {
+		return code
 	}
 	token := os.Getenv(TokenEnv)
 	if *tokenFile != "" {
