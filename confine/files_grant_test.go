@@ -68,3 +68,35 @@ func TestGrant(t *testing.T) {
 		}
 	}
 }
+
+// TestFileAccessWritesBlocked: restricted with writes blocked reads the
+// worktree, writes only the scratch, and grants nothing.
+func TestFileAccessWritesBlocked(t *testing.T) {
+	f := newFileFixture(t)
+	bp, err := f.policy(t, ModeRestricted).BlockWrites()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa, err := NewFileAccess(bp, f.scratch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fa.Close()
+	if data, _, err := fa.ReadFile("file.txt"); err != nil || string(data) != "hello" {
+		t.Errorf("read in the worktree: %q %v", data, err)
+	}
+	_, _, err = fa.ReadFile("../sibling/f")
+	fxCheck(t, "read outside", err, RuleOutside)
+	_, err = fa.WriteFile("new.txt", []byte("x"), WriteOptions{})
+	fxCheck(t, "write in the worktree", err, RuleReadOnly)
+	fxCheck(t, "remove in the worktree", fa.Remove("file.txt"), RuleReadOnly)
+	if _, err := fa.WriteFile(filepath.Join(f.scratch, "ok"), []byte("x"), WriteOptions{}); err != nil {
+		t.Errorf("write in the scratch: %v", err)
+	}
+	if g, err := fa.Grant(f.sib); !errors.Is(err, ErrNotGrantable) {
+		if g != nil {
+			g.Close()
+		}
+		t.Errorf("Grant with writes blocked = %v", err)
+	}
+}

@@ -66,6 +66,8 @@ type FileAccess struct {
 	grants  []heldRoot // directories a human approved for this access (Grant)
 	deny    []string   // credential entries: p.Denylist() + SystemSecrets
 
+	writesBlocked bool // Policy.WritesBlocked: restricted reads, no writes but the scratch
+
 	pol        *Policy // what Grant rebuilds from
 	scratchArg string
 	hide       string // opts.HideBeside, symlink-resolved
@@ -91,7 +93,7 @@ func NewFileAccessWith(p *Policy, scratch string, o FileAccessOptions) (fa *File
 		return nil, errors.New("file access: no policy")
 	}
 	fa = &FileAccess{mode: p.Mode(), opts: o.withDefaults(), workdir: p.Workdir(),
-		slash: heldRoot{fd: -1}, wd: heldRoot{fd: -1}, pol: p, scratchArg: scratch}
+		slash: heldRoot{fd: -1}, wd: heldRoot{fd: -1}, pol: p, scratchArg: scratch, writesBlocked: p.WritesBlocked()}
 	defer func() {
 		if err != nil {
 			fa.closeFDs()
@@ -191,7 +193,7 @@ var ErrNotGrantable = errors.New("not grantable")
 // git metadata and symlink rules still apply inside dir. The caller closes
 // the result after the one operation.
 func (fa *FileAccess) Grant(dir string) (*FileAccess, error) {
-	if fa.mode != ModeWorkspaceWrite && fa.mode != ModeRestricted {
+	if fa.mode != ModeWorkspaceWrite && fa.mode != ModeRestricted || fa.writesBlocked {
 		return nil, fmt.Errorf("grant in %s mode: %w", fa.mode, ErrNotGrantable)
 	}
 	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
@@ -1075,9 +1077,11 @@ func (fa *FileAccess) writeTarget(op, path string) (writeTarget, error) {
 			roots = append(roots, &fa.adds[i])
 		}
 	case ModeRestricted:
-		roots = []*heldRoot{&fa.wd}
+		if !fa.writesBlocked {
+			roots = []*heldRoot{&fa.wd}
+		}
 	}
-	if fa.mode == ModeWorkspaceWrite || fa.mode == ModeRestricted {
+	if (fa.mode == ModeWorkspaceWrite || fa.mode == ModeRestricted) && !fa.writesBlocked {
 		for i := range fa.grants {
 			roots = append(roots, &fa.grants[i])
 		}
@@ -1095,7 +1099,7 @@ func (fa *FileAccess) writeTarget(op, path string) (writeTarget, error) {
 	}
 	t.root = pickRoot(abs, roots)
 	if t.root == nil {
-		if fa.mode == ModeReadOnly {
+		if fa.mode == ModeReadOnly || fa.writesBlocked {
 			return t, fa.denial(op, display, RuleReadOnly)
 		}
 		return t, fa.denial(op, display, RuleOutside)

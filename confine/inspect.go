@@ -146,7 +146,7 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 			return l, fmt.Errorf("%w: %s is no longer a directory", ErrUnsafeLayout, b)
 		}
 	}
-	if p.Mode().Writes() {
+	if p.writes() {
 		if err := inspectGit(p, &l, workdir); err != nil {
 			return l, err
 		}

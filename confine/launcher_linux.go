@@ -112,6 +112,8 @@ func (s *Session) Narrow(np *Policy) error {
 		return errors.New("narrow: the worktree cannot move outside the current one")
 	case len(np.AddDirs()) > len(cur.AddDirs()):
 		return errors.New("narrow: roots cannot be added")
+	case cur.WritesBlocked() && !np.WritesBlocked():
+		return errors.New("narrow: blocked writes cannot be unblocked")
 	}
 	s.p.Store(np)
 	return nil

@@ -243,11 +243,14 @@ func Plan(p *Policy, l Layout) MountPlan {
 		}
 	}
 
-	if p.Mode() == ModeReadOnly {
+	switch {
+	case p.Mode() == ModeReadOnly:
 		// The private /tmp above would hide a worktree that lives there.
 		for _, r := range append([]string{p.Workdir()}, p.AddDirs()...) {
 			add(Mount{Kind: MountROBind, Src: r, Dst: r, Why: "worktree, read-only"})
 		}
+	case p.WritesBlocked():
+		add(Mount{Kind: MountROBind, Src: p.Workdir(), Dst: p.Workdir(), Why: "worktree, read-only (writes blocked)"})
 	}
 	for _, w := range p.WriteRoots() {
 		add(Mount{Kind: MountBind, Src: w, Dst: w, Why: "write root"})
@@ -263,7 +266,7 @@ func Plan(p *Policy, l Layout) MountPlan {
 		add(Mount{Kind: MountOverlay, Src: c, Dst: c, Why: "cache: shared-read/private-write"})
 	}
 
-	if p.Mode().Writes() {
+	if p.writes() {
 		for _, g := range l.Git {
 			if g.BindWritable {
 				add(Mount{Kind: MountBind, Src: g.Dir, Dst: g.Dir, Why: "git metadata outside the worktree"})

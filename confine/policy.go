@@ -150,9 +150,12 @@ type Policy struct {
 	env      []string
 	scratchR string
 	degraded string // why an unset default fell back to off, if it did
-	gitConf  []string
-	infra    []InfraGrant // hook commands and their read/exec grants
-	host     HostReport
+	// writesBlocked is spec 000's write block for a delegate of a
+	// restricted session: restricted's read scope, no persistent write.
+	writesBlocked bool
+	gitConf       []string
+	infra         []InfraGrant // hook commands and their read/exec grants
+	host          HostReport
 }
 
 // ErrUnenforceable is wrapped by Resolve when an explicitly requested mode
@@ -350,12 +353,19 @@ func (p *Policy) StartupLine() string {
 	if p.network == NetworkOn {
 		net = "network on via allowlist proxies"
 	}
-	return fmt.Sprintf("sandbox: %s enforcing %s (%s, secrets masked, cache %s)", p.backend, p.mode, net, p.cache)
+	mode := string(p.mode)
+	if p.writesBlocked {
+		mode += ", writes blocked"
+	}
+	return fmt.Sprintf("sandbox: %s enforcing %s (%s, secrets masked, cache %s)", p.backend, mode, net, p.cache)
 }
 
 // WriteRoots are the persistent writable roots of spawned processes (scratch
 // and caches excluded).
 func (p *Policy) WriteRoots() []string {
+	if p.writesBlocked {
+		return nil
+	}
 	switch p.mode {
 	case ModeWorkspaceWrite:
 		return append([]string{p.workdir}, p.addDirs...)
@@ -424,3 +434,27 @@ func (p *Policy) NarrowWorkdir(dir string) (*Policy, error) {
 	q.infra = q.renarrowInfra(p.infra)
 	return &q, nil
 }
+
+// BlockWrites returns a copy of a restricted policy that keeps its read
+// scope but writes nothing persistent: no write root, git metadata not
+// writable, only the scratch (spec 000's delegate floor under a restricted
+// parent: "keeps that narrower read scope and applies the same write block
+// without widening reads"). Other modes reach the floor through
+// Narrow(ModeReadOnly).
+func (p *Policy) BlockWrites() (*Policy, error) {
+	if p.mode != ModeRestricted {
+		return nil, fmt.Errorf("block writes: only restricted keeps its own mode (use read-only for %s)", p.mode)
+	}
+	q := *p
+	q.addDirs = slices.Clone(p.addDirs)
+	q.deny = slices.Clone(p.deny)
+	q.writesBlocked = true
+	return &q, nil
+}
+
+// WritesBlocked reports whether BlockWrites applies.
+func (p *Policy) WritesBlocked() bool { return p.writesBlocked }
+
+// writes reports whether spawned processes may write persistent state
+// (the worktree, git metadata).
+func (p *Policy) writes() bool { return p.mode.Writes() && !p.writesBlocked }

@@ -322,6 +322,9 @@ func TestHTTPNarrowing(t *testing.T) {
 			{"tools": []string{"apply_patch"}},
 			{"sandbox": "everything"},
 			{"sandbox": "read-only", "widen": true},
+			// The delegate floor cannot be bypassed by an explicit mode.
+			{"tools": []string{"read_file", "shell"}, "sandbox": "workspace-write"},
+			{"tools": []string{"read_file", "shell"}, "sandbox": "restricted"},
 		} {
 			if _, err := srv.connect(t, clientOpts{narrowing: bad}); err == nil {
 				t.Errorf("narrowing %v was accepted", bad)

@@ -100,11 +100,25 @@ func TestMCPShell(t *testing.T) {
 // its shell read-only, even when the server's mode would let it write.
 func TestMCPDelegateFloor(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
-		for _, mode := range []string{"workspace-write", "off"} {
+		for _, mode := range []string{"workspace-write", "off", "restricted"} {
 			e := newEnv(t, id)
 			m := e.mcp(t, "--sandbox", mode, "--sandbox-net", "off", "--tools", "read_file,grep,glob,list_dir,shell")
-			if !strings.Contains(m.init.Instructions, "sandbox: read-only") {
-				t.Errorf("%s: the preamble does not say read-only:\n%s", mode, m.init.Instructions)
+			want := "sandbox: read-only"
+			if mode == "restricted" {
+				// Restricted keeps its narrower reads and blocks writes.
+				want = "sandbox: restricted with writes blocked"
+				if r := m.call(t, "read_file", map[string]any{"path": "../sibling/notes"}); !denied(t, r, "outside-roots") {
+					t.Errorf("restricted delegate read the sibling: %s", text(r))
+				}
+				if out := structured(t, m.call(t, "shell", map[string]any{"command": "cat ../sibling/notes; echo scratch > $TMPDIR/s && cat $TMPDIR/s"}))["output"].(string); strings.Contains(out, "sibling file") || !strings.Contains(out, "scratch") {
+					t.Errorf("restricted delegate's shell: %q", out)
+				}
+			}
+			if !strings.Contains(m.init.Instructions, want) {
+				t.Errorf("%s: the preamble does not say %q:\n%s", mode, want, m.init.Instructions)
+			}
+			if !strings.Contains(m.stderr.String(), "read-only") && !strings.Contains(m.stderr.String(), "writes blocked") {
+				t.Errorf("%s: the startup line does not say the floor:\n%s", mode, m.stderr.String())
 			}
 			r := m.call(t, "shell", map[string]any{"command": "echo x > planted.txt; cat README"})
 			if _, err := os.Stat(filepath.Join(e.work, "planted.txt")); err == nil {

@@ -49,7 +49,11 @@ func Preamble(ctx context.Context, sess *confine.Session, allowDomains []string,
 			fmt.Fprintf(&b, "- sandbox: off. Commands and file tools run with the user's full access.\n")
 		}
 	} else {
-		fmt.Fprintf(&b, "- sandbox: %s, enforced by %s for every command; the file tools apply the same boundary.\n", p.Mode(), p.Backend())
+		mode := string(p.Mode())
+		if p.WritesBlocked() {
+			mode += " with writes blocked"
+		}
+		fmt.Fprintf(&b, "- sandbox: %s, enforced by %s for every command; the file tools apply the same boundary.\n", mode, p.Backend())
 		switch p.Network() {
 		case confine.NetworkOff:
 			fmt.Fprintf(&b, "- network: off. Commands have no network at all, loopback included.\n")
@@ -83,6 +87,9 @@ func writableSummary(p *confine.Policy) string {
 	case confine.ModeReadOnly:
 		return "only the scratch directory (read-only mode)"
 	case confine.ModeRestricted:
+		if p.WritesBlocked() {
+			return "only the scratch directory (no tool here changes files, so writes are blocked); reads are limited to the worktree"
+		}
 		return "the worktree and the scratch directory; reads are limited to the worktree"
 	}
 	n := len(p.AddDirs())

@@ -161,6 +161,13 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 		}
 		toolset = scoped
 	}
+	noMutation := !slices.ContainsFunc(toolset, func(t string) bool { return slices.Contains(tools.MutationTools, t) })
+	if noMutation && n.Sandbox != "" && n.Sandbox != string(confine.ModeReadOnly) {
+		// Spec 000: an explicit sandbox does not bypass the read-only
+		// floor of a session without mutation tools; off, workspace-write
+		// and restricted permit persistent writes and are refused.
+		return nil, fmt.Errorf("a session without %s runs read-only: sandbox %q would permit workspace writes", strings.Join(tools.MutationTools, ", "), n.Sandbox)
+	}
 	if n.Sandbox != "" || n.Network != "" {
 		var mode confine.Mode
 		var network confine.Network
@@ -183,8 +190,16 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 	}
 	s := &Session{ID: id, Tools: toolset, o: o}
 	s.lastActive.Store(time.Now().UnixNano())
-	if !slices.ContainsFunc(toolset, func(t string) bool { return slices.Contains(tools.MutationTools, t) }) &&
-		pol.Mode() != confine.ModeReadOnly && pol.Mode() != confine.ModeRestricted {
+	switch {
+	case !noMutation || pol.Mode() == confine.ModeReadOnly:
+	case pol.Mode() == confine.ModeRestricted:
+		// Keep restricted's narrower reads; block its writes.
+		blocked, err := pol.BlockWrites()
+		if err != nil {
+			return nil, err
+		}
+		pol = blocked
+	default:
 		narrowed, err := pol.Narrow(confine.ModeReadOnly, "", nil)
 		switch {
 		case err == nil:
