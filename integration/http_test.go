@@ -200,6 +200,11 @@ func TestHTTPRefusals(t *testing.T) {
 		if code != http.StatusBadRequest || !strings.Contains(body, "sessionless") || !strings.Contains(body, "no two clients share a sandbox") {
 			t.Errorf("sessionless request: %d %s", code, body)
 		}
+		// A web page's request (an Origin that is not loopback).
+		if code, body = post(`{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`,
+			map[string]string{"Origin": "https://evil.example"}); code != http.StatusForbidden {
+			t.Errorf("cross-origin initialize: %d %s", code, body)
+		}
 		// No session id.
 		code, body = post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, nil)
 		if code < 400 {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -101,7 +102,7 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 		mcpserver.WithStreamableHTTPLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 	)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", authorize(ho.Token, limitBody(ho.MaxBody, streamable)))
+	mux.Handle("/mcp", sameOrigin(authorize(ho.Token, limitBody(ho.MaxBody, streamable))))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		// No sandbox fields (spec 002): liveness only.
 		w.Header().Set("Content-Type", "application/json")
@@ -164,6 +165,27 @@ type discardWriter struct{ h http.Header }
 func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discardWriter) WriteHeader(int)             {}
+
+// sameOrigin refuses browser requests from any origin but loopback (the
+// MCP transport's Origin rule: a web page the user visits must not drive
+// the sandbox). MCP clients that are not browsers send no Origin.
+func sameOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" {
+			u, err := url.Parse(o)
+			host := ""
+			if err == nil {
+				host = u.Hostname()
+			}
+			ip := net.ParseIP(host)
+			if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+				http.Error(w, "cross-origin requests are refused", http.StatusForbidden)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // authorize requires "Authorization: Bearer TOKEN" when token is set.
 func authorize(token string, next http.Handler) http.Handler {

@@ -36,6 +36,9 @@ func runServe(args []string) int {
 			return cli.ExitUsage
 		}
 		token = strings.TrimSpace(string(b))
+		if fi, err := os.Stat(*tokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			fmt.Fprintf(os.Stderr, "evener-mcp: warning: --token-file is readable by other users (mode %v); chmod 600 it\n", fi.Mode().Perm())
+		}
 	}
 	if token != "" && len(token) < 16 {
 		fmt.Fprintln(os.Stderr, "evener-mcp: the bearer token is shorter than 16 characters; use a random one (e.g. openssl rand -hex 32)")
