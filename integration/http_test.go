@@ -205,6 +205,21 @@ func TestHTTPRefusals(t *testing.T) {
 			map[string]string{"Origin": "https://evil.example"}); code != http.StatusForbidden {
 			t.Errorf("cross-origin initialize: %d %s", code, body)
 		}
+		// DNS rebinding: the loopback listener under a foreign Host.
+		{
+			req, _ := http.NewRequest(http.MethodPost, srv.url, strings.NewReader(`{"jsonrpc":"2.0","id":8,"method":"ping"}`))
+			req.Host = "rebound.example:80"
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer 0123456789abcdef0123456789abcdef")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("foreign Host on loopback: %d", resp.StatusCode)
+			}
+		}
 		// No session id.
 		code, body = post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, nil)
 		if code < 400 {
