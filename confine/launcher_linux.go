@@ -38,8 +38,10 @@ type Session struct {
 	// hideBeside is the server-private parent of the scratch, hidden in
 	// every sandbox but for the scratch itself ("" when not isolated).
 	hideBeside string
-	egress     *EgressBridge
-	exe        string // this binary, for the egress relay
+	// cleanup counts per-spawn cgroups still being removed; Close waits.
+	cleanup sync.WaitGroup
+	egress  *EgressBridge
+	exe     string // this binary, for the egress relay
 }
 
 // SetEgress hands the launcher the bridge to the session's proxies. With
@@ -129,6 +131,7 @@ func (s *Session) Close() error {
 		killTree(c, pid)
 	}
 	s.mu.Unlock()
+	s.cleanup.Wait()
 	return removeAllForce(s.scratch)
 }
 
@@ -405,7 +408,15 @@ func (s *Session) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles, onStar
 	if f != nil {
 		f.closeChildEnds()
 		if f.cgroup != "" {
-			defer removePidsCgroup(f.cgroup)
+			// Removed off the result's path: the kernel may take a few
+			// milliseconds to release the last exited task.
+			s.cleanup.Add(1)
+			defer func() {
+				go func() {
+					defer s.cleanup.Done()
+					removePidsCgroup(f.cgroup)
+				}()
+			}()
 			// Move bwrap now, while it is still starting: the migration
 			// (which can wait for an RCU grace period) overlaps its start,
 			// and the sandbox it clones is born inside. release checks.
