@@ -150,7 +150,9 @@ func (s *httpServer) connect(t *testing.T, o clientOpts) (*mcpConn, error) {
 	c.OnNotification(m.recordProgress)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.Start(ctx); err != nil {
+	// Start's context lives as long as the client: the standalone GET
+	// stream (continuous listening) runs under it.
+	if err := c.Start(context.Background()); err != nil {
 		return nil, fmt.Errorf("start client: %w", err)
 	}
 	req := mcp.InitializeRequest{}

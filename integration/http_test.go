@@ -502,15 +502,27 @@ func TestHTTPEscalation(t *testing.T) {
 }
 
 // TestRoots: a client's roots may narrow the worktree, never widen or
-// move it. Over stdio: mcp-go's HTTP client never opens the standalone GET
-// stream on its session, the only stream mcp-go's server sends roots/list
-// on (see README, known residuals); the hub's logic is the same for both.
+// move it, over stdio and over HTTP (where mcp-go's server sends roots/list
+// on the client's standalone GET stream).
 func TestRoots(t *testing.T) {
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) { testRoots(t, transport) })
+	}
+}
+
+func testRoots(t *testing.T, transport string) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		e := newEnv(t, id)
 		sub := filepath.Join(e.work, "sub")
 		mustMkdir(t, sub)
+		var srv *httpServer
+		if transport == "http" {
+			srv = e.serve(t, "--sandbox", "workspace-write", "--sandbox-net", "off")
+		}
 		connect := func(roots ...string) *mcpConn {
+			if srv != nil {
+				return srv.mustConnect(t, clientOpts{roots: roots})
+			}
 			return e.mcpWith(t, []client.ClientOption{client.WithRootsHandler(rootsFunc(roots))}, nil,
 				"--sandbox", "workspace-write", "--sandbox-net", "off")
 		}
