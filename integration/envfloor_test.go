@@ -1,3 +1,5 @@
+//go:build linux
+
 package integration
 
 // Spec 000 "The environment floor", as a table: what the server's

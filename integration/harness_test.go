@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package integration drives the built evener-mcp binary against the real
 // kernel: real bubblewrap, real processes, real files. Every boundary case
 // runs twice, as root (how CI runs) and as an unprivileged user (how users

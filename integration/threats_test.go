@@ -1,3 +1,5 @@
+//go:build linux
+
 package integration
 
 // Threat cases from THREATS.md "The process layer" and "Secrets": each one
