@@ -268,6 +268,9 @@ func (p *Policy) checkWorkdir() error {
 // setBackend derives the backend and cache strategy from the mode.
 func (p *Policy) setBackend() {
 	p.backend = "bwrap"
+	if p.host.OS == "darwin" {
+		p.backend = "seatbelt" // no overlay there: caches are private
+	}
 	switch {
 	case p.mode == ModeOff:
 		p.backend = "none"

@@ -42,11 +42,27 @@ type HostReport struct {
 	InstallHint string `json:"install_hint,omitempty"`
 	// Microvm is always false: no microVM runtime is supported.
 	Microvm bool `json:"microvm"`
+	// SandboxExec is /usr/bin/sandbox-exec when it exists and ran a
+	// profile (macOS), else "".
+	SandboxExec      string `json:"sandbox_exec,omitempty"`
+	SandboxExecError string `json:"sandbox_exec_error,omitempty"`
+	// DeveloperDir is what `xcode-select -p` printed (macOS): untrusted,
+	// judged by DeveloperToolchain before anything is granted.
+	DeveloperDir string `json:"developer_dir,omitempty"`
 }
 
 // Unusable returns why no native backend can enforce a mode here, or "".
 func (h HostReport) Unusable() string {
 	switch {
+	case h.OS == "darwin":
+		if h.SandboxExec == "" {
+			msg := h.SandboxExecError
+			if msg == "" {
+				msg = SeatbeltExec + " not found"
+			}
+			return "no Seatbelt on this darwin host: " + msg
+		}
+		return ""
 	case h.OS != "linux":
 		return fmt.Sprintf("no native sandbox backend for %s in this build", h.OS)
 	case h.Bwrap == "":
