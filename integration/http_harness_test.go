@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -331,4 +332,10 @@ func dialable(port int) bool {
 		return true
 	}
 	return false
+}
+
+func bufioScanner(r io.Reader, buf []byte) *bufio.Scanner {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(buf, 4<<20)
+	return sc
 }

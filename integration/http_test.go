@@ -592,3 +592,89 @@ exit 0`)
 		}
 	})
 }
+
+// sseEvent is one server-sent event.
+type sseEvent struct{ id, data string }
+
+// readSSE reads events from an event stream until want events or EOF.
+func readSSE(r io.Reader, want int) []sseEvent {
+	var out []sseEvent
+	var cur sseEvent
+	buf := make([]byte, 0, 64<<10)
+	sc := bufioScanner(r, buf)
+	for sc.Scan() && len(out) < want {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.data != "" {
+				out = append(out, cur)
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "id:"):
+			cur.id = strings.TrimSpace(line[3:])
+		case strings.HasPrefix(line, "data:"):
+			cur.data += strings.TrimSpace(line[5:])
+		}
+	}
+	return out
+}
+
+// TestHTTPResume: every event of a call's stream is stored with an id, and
+// a client that reconnects with Last-Event-ID gets what followed, the last
+// progress notification and the result included.
+func TestHTTPResume(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		srv := e.serve(t, "--sandbox", "workspace-write", "--sandbox-net", "off")
+		do := func(method, body string, hdr map[string]string) *http.Response {
+			req, _ := http.NewRequest(method, srv.url, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			for k, v := range hdr {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp
+		}
+		resp := do("POST", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, nil)
+		sid := resp.Header.Get("Mcp-Session-Id")
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if sid == "" {
+			t.Fatalf("no session id: %d", resp.StatusCode)
+		}
+		h := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+		resp = do("POST", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, h)
+		resp.Body.Close()
+		resp = do("POST", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"shell","arguments":{"command":"for i in 1 2 3; do echo step$i; sleep 0.3; done; echo final-step"},"_meta":{"progressToken":"p"}}}`, h)
+		events := readSSE(resp.Body, 100)
+		resp.Body.Close()
+		if len(events) < 3 {
+			t.Fatalf("the call's stream had %d events: %v", len(events), events)
+		}
+		for _, ev := range events {
+			if ev.id == "" {
+				t.Fatalf("an event without an id cannot be resumed: %v", ev)
+			}
+		}
+		last := events[len(events)-1]
+		if !strings.Contains(last.data, `"result"`) || !strings.Contains(last.data, "final-step") {
+			t.Fatalf("the stream did not end with the result: %v", last)
+		}
+		// Reconnect after the first event: everything after it comes again.
+		h["Last-Event-ID"] = events[0].id
+		resp = do("GET", "", h)
+		replayed := readSSE(resp.Body, len(events)-1)
+		resp.Body.Close()
+		var all strings.Builder
+		for _, ev := range replayed {
+			all.WriteString(ev.data)
+		}
+		if len(replayed) != len(events)-1 || !strings.Contains(all.String(), "final-step") || !strings.Contains(all.String(), `"result"`) {
+			t.Errorf("replay after %s: %d events (want %d): %s", events[0].id, len(replayed), len(events)-1, all.String())
+		}
+	})
+}
