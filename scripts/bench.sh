@@ -23,3 +23,6 @@ go test ./integration/ -run '^$' -count 1 -bench 'ExecVsBwrap|ShellVsBwrap' -ben
 go test ./integration/ -run '^$' -count 1 -bench 'ReadFileVsReference' -benchtime 3x
 go test ./integration/ -run '^$' -count 1 -bench 'GrepVsRipgrep' -benchtime 10x
 go test ./egress/ -run '^$' -count 1 -bench 'ConnectThroughput' -benchtime 4x
+# Streamable HTTP: 100 concurrent sessions x 40 calls (throughput, leak
+# counts) and the server's memory per idle session.
+go test ./integration/ -run 'TestHTTPLoad' -count 1 -v 2>/dev/null | grep -E 'calls/s|per idle session|^(ok|FAIL|---)' || true
