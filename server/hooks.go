@@ -63,7 +63,7 @@ func (h *sessionHooks) start(ctx context.Context) (warning, context string) {
 	}
 	for _, g := range h.s.Launcher.Policy().Infra() {
 		if g.Refused != "" && h.s.Launcher.Policy().Mode() != confine.ModeOff {
-			h.warnf("hooks: %s is not run under the sandbox: %s (%s); the hook fails each time it is due", g.Command, g.Refused, g.Detail)
+			h.o.warnOnce("hooks: %s is not run under the sandbox: %s (%s); the hook fails each time it is due", g.Command, g.Refused, g.Detail)
 		}
 	}
 	out := h.r.Run(ctx, hooks.SessionStart, hooks.Call{})

@@ -52,6 +52,7 @@ type Hub struct {
 // sessionless revisions) are served too: over stdio the process is the
 // session.
 func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, error) {
+	o.said = new(sync.Map)
 	h := &Hub{o: o, stdio: stdio, maxSess: maxSessions, sessions: map[string]*Session{}}
 	instructions := ""
 	if stdio {

@@ -67,12 +67,26 @@ type Options struct {
 	// session's own policy (the delegate floor or a client's narrowing
 	// included).
 	Started func(string)
+
+	said *sync.Map // warnOnce's memory, shared by the copies of one server's Options
 }
 
 func (o Options) warn(format string, args ...any) {
 	if o.Warn != nil {
 		o.Warn(fmt.Sprintf(format, args...))
 	}
+}
+
+// warnOnce is warn, said once per server however many sessions meet it
+// (a refused hook, say, is the same fact for every HTTP session).
+func (o Options) warnOnce(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if o.said != nil {
+		if _, dup := o.said.LoadOrStore(msg, true); dup {
+			return
+		}
+	}
+	o.warn("%s", msg)
 }
 
 // Narrowing is what a client may ask for at initialisation. Every field
