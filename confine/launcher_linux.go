@@ -254,31 +254,6 @@ func (s *Session) Prepare(c Command) (*Prepared, error) {
 	return &Prepared{Path: p.host.Bwrap, Args: args, Env: env, Dir: dir, Plan: plan, Sandboxed: true}, nil
 }
 
-// RelayBinaryName is the program that carries the egress relay: evener-mcp,
-// the small binary (the MCP server beside it links libraries whose
-// initialisation would add milliseconds to every sandboxed command).
-const RelayBinaryName = "evener-mcp"
-
-// relayBinary finds the program that relays a sandbox's traffic: evener-mcp
-// beside this binary (or this binary, when it is evener-mcp), else this
-// binary itself, which carries the same hidden helper.
-func relayBinary() (string, error) {
-	exe, err := os.Executable()
-	if err == nil {
-		exe, err = filepath.EvalSymlinks(exe)
-	}
-	if err != nil {
-		return "", fmt.Errorf("locate this binary for the egress relay: %w", err)
-	}
-	sib := filepath.Join(filepath.Dir(exe), RelayBinaryName)
-	if fi, err := os.Stat(sib); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-		if r, err := filepath.EvalSymlinks(sib); err == nil {
-			return r, nil
-		}
-	}
-	return exe, nil
-}
-
 // resolveDir places the working directory inside the worktree, a write root
 // or the scratch; never elsewhere.
 func (s *Session) resolveDir(d string) (string, error) {

@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !darwin
 
 package confine
 
@@ -15,7 +15,7 @@ var ErrSandboxSetup = errors.New("sandbox setup failed")
 
 var errNoBackend = errors.New("no sandbox backend in this build")
 
-// Session is unavailable outside Linux in this build.
+// Session is unavailable outside Linux and macOS in this build.
 type Session struct{ p *Policy }
 
 func NewSession(p *Policy, envPassthrough []string) (*Session, error) { return nil, errNoBackend }
@@ -54,7 +54,7 @@ type Prepared struct {
 	Sandboxed bool
 }
 
-// SetEgress is unavailable outside Linux in this build.
+// SetEgress is unavailable outside Linux and macOS in this build.
 func (s *Session) SetEgress(b EgressBridge) error { return errNoBackend }
 
 func (s *Session) Prepare(c Command) (*Prepared, error) { return nil, errNoBackend }
@@ -62,5 +62,5 @@ func (s *Session) Run(ctx context.Context, c Command) (Result, error) {
 	return Result{ExitCode: -1}, errNoBackend
 }
 
-// SealInheritedFDs is a no-op outside Linux in this build.
+// SealInheritedFDs is a no-op outside Linux and macOS in this build.
 func SealInheritedFDs() error { return nil }

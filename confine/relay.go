@@ -1,8 +1,12 @@
 package confine
 
 import (
+	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // With the network on, a sandbox still gets its own network namespace: its
@@ -42,13 +46,49 @@ type EgressBridge struct {
 // egressEnv points every common tool at the relay. NO_PROXY is emptied so
 // nothing, loopback included, is reached around the proxies.
 func egressEnv(b EgressBridge) map[string]string {
-	httpURL := (&url.URL{Scheme: "http", User: url.UserPassword(b.HTTPUser, b.HTTPPassword), Host: "127.0.0.1:" + strconv.Itoa(RelayHTTPPort)}).String()
-	socksURL := (&url.URL{Scheme: "socks5h", User: url.UserPassword(b.SOCKSUser, b.SOCKSPassword), Host: "127.0.0.1:" + strconv.Itoa(RelaySOCKSPort)}).String()
-	return map[string]string{
+	return egressEnvAt(b, RelayHTTPPort, RelaySOCKSPort, relayExe)
+}
+
+// egressEnvAt is egressEnv for proxies on the given loopback ports, with
+// connectExe as the ProxyCommand program. A program path ssh would not
+// take literally (a quote, a % escape) leaves GIT_SSH_COMMAND unset: git
+// over SSH then fails to connect, as everything else off the proxies does.
+func egressEnvAt(b EgressBridge, httpPort, socksPort int, connectExe string) map[string]string {
+	httpURL := (&url.URL{Scheme: "http", User: url.UserPassword(b.HTTPUser, b.HTTPPassword), Host: "127.0.0.1:" + strconv.Itoa(httpPort)}).String()
+	socksURL := (&url.URL{Scheme: "socks5h", User: url.UserPassword(b.SOCKSUser, b.SOCKSPassword), Host: "127.0.0.1:" + strconv.Itoa(socksPort)}).String()
+	env := map[string]string{
 		"HTTP_PROXY": httpURL, "http_proxy": httpURL,
 		"HTTPS_PROXY": httpURL, "https_proxy": httpURL,
 		"ALL_PROXY": socksURL, "all_proxy": socksURL,
 		"NO_PROXY": "", "no_proxy": "",
-		"GIT_SSH_COMMAND": "ssh -o ProxyCommand='" + relayExe + " " + ConnectSubcmd + " %h %p'",
 	}
+	if connectExe != "" && !strings.ContainsAny(connectExe, "'%\"\\\n") {
+		env["GIT_SSH_COMMAND"] = "ssh -o ProxyCommand='" + connectExe + " " + ConnectSubcmd + " %h %p'"
+	}
+	return env
+}
+
+// RelayBinaryName is the program that carries the egress relay: evener-mcp,
+// the small binary (the MCP server beside it links libraries whose
+// initialisation would add milliseconds to every sandboxed command).
+const RelayBinaryName = "evener-mcp"
+
+// relayBinary finds the program that relays a sandbox's traffic: evener-mcp
+// beside this binary (or this binary, when it is evener-mcp), else this
+// binary itself, which carries the same hidden helper.
+func relayBinary() (string, error) {
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil {
+		return "", fmt.Errorf("locate this binary for the egress relay: %w", err)
+	}
+	sib := filepath.Join(filepath.Dir(exe), RelayBinaryName)
+	if fi, err := os.Stat(sib); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		if r, err := filepath.EvalSymlinks(sib); err == nil {
+			return r, nil
+		}
+	}
+	return exe, nil
 }

@@ -12,9 +12,3 @@ func RunRelay(args []string) int {
 	fmt.Fprintln(os.Stderr, "evener-mcp relay: not supported on this OS")
 	return 125
 }
-
-// RunConnect is Linux-only in this build.
-func RunConnect(args []string) int {
-	fmt.Fprintln(os.Stderr, "evener-mcp connect: not supported on this OS")
-	return 125
-}

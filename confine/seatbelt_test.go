@@ -467,3 +467,27 @@ func TestWidenToApp(t *testing.T) {
 		}
 	}
 }
+
+// TestSeatbeltPolicy: on a Mac with sandbox-exec every mode resolves to the
+// seatbelt backend with private caches (no overlay there), and a Mac
+// without it refuses an explicit mode naming the reason.
+func TestSeatbeltPolicy(t *testing.T) {
+	f := newFixture(t)
+	for _, mode := range []Mode{ModeReadOnly, ModeWorkspaceWrite, ModeRestricted} {
+		p := f.resolve(t, mode, NetworkOn, seatbeltHost)
+		want := CachePrivate
+		if mode == ModeReadOnly {
+			want = CacheNone
+		}
+		if p.Backend() != "seatbelt" || p.Cache() != want || !strings.HasPrefix(p.StartupLine(), "sandbox: seatbelt enforcing "+string(mode)) {
+			t.Errorf("%s: backend %s, cache %s, line %q", mode, p.Backend(), p.Cache(), p.StartupLine())
+		}
+	}
+	noExec := HostReport{OS: "darwin", SandboxExecError: "sandbox-exec could not run a profile: killed"}
+	if _, err := Resolve(f.spec(ModeRestricted, NetworkOff), noExec); !errors.Is(err, ErrUnenforceable) || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("explicit restricted without sandbox-exec: %v", err)
+	}
+	if p := f.resolve(t, ModeOff, NetworkOn, seatbeltHost); p.Backend() != "none" {
+		t.Errorf("off: backend %s", p.Backend())
+	}
+}
