@@ -208,8 +208,8 @@ const (
 	whySharedGit  = "spec 000: inside a linked worktree's shared common dir bubblewrap binds the whole directory writable (surfaces re-bound read-only); Seatbelt names the granted entries, so the main worktree's HEAD, ORIG_HEAD, index and info stay read-only"
 )
 
-func TestSeatbeltParity(t *testing.T) {
-	pf := newParityFixture(t)
+// parityRows is the table, shared with the live suite.
+func parityRows(pf parityFixture) []parityRow {
 	f := pf.fixture
 	home := f.home
 	rows := []parityRow{
@@ -259,23 +259,35 @@ func TestSeatbeltParity(t *testing.T) {
 	if k, _ := lstatKind("/etc/shadow"); k == PathFile {
 		rows = append(rows, parityRow{name: "/etc/shadow", path: "/etc/shadow", want: all(none)})
 	}
+	return rows
+}
+
+// expected returns what each backend should answer for r in mode.
+func (r parityRow) expected(t *testing.T, mode Mode) (bwrap, seatbelt verdict) {
+	t.Helper()
+	want, ok := r.want[mode]
+	if !ok {
+		t.Fatalf("row %q has no verdict for %s", r.name, mode)
+	}
+	if d, ok := r.diff[mode]; ok {
+		if d.bwrap == d.seatbelt || d.why == "" {
+			t.Errorf("%s: a difference that is none, or has no reason", r.name)
+		}
+		return d.bwrap, d.seatbelt
+	}
+	return want, want
+}
+
+func TestSeatbeltParity(t *testing.T) {
+	pf := newParityFixture(t)
+	rows := parityRows(pf)
 	for _, mode := range []Mode{ModeReadOnly, ModeWorkspaceWrite, ModeRestricted} {
 		t.Run(string(mode), func(t *testing.T) {
 			p := pf.policy(t, mode)
 			plan, rules, prof := renderBoth(t, p, pf.scratch, pf.scratchParent)
 			failed := false
 			for _, r := range rows {
-				want, ok := r.want[mode]
-				if !ok {
-					t.Fatalf("row %q has no verdict for %s", r.name, mode)
-				}
-				wantB, wantS := want, want
-				if d, ok := r.diff[mode]; ok {
-					wantB, wantS = d.bwrap, d.seatbelt
-					if d.bwrap == d.seatbelt || d.why == "" {
-						t.Errorf("%s: a difference that is none, or has no reason", r.name)
-					}
-				}
+				wantB, wantS := r.expected(t, mode)
 				gotB, gotS := bwrapVerdict(plan, r.path), seatbeltVerdict(rules, r.path)
 				if gotB != wantB || gotS != wantS {
 					failed = true
