@@ -30,7 +30,8 @@ import (
 //     developer toolchain, the global git config files, the hook
 //     directories, the worktree and the scratch;
 //  3. writes: deny all, then the write roots, the scratch and the git
-//     metadata outside them (by name where it is shared);
+//     metadata outside them (by name where it is shared); no hard link or
+//     clone anywhere;
 //  4. other sessions' scratch hidden, the session's own shown again;
 //  5. git config and hook surfaces, gitlinks and the named files spec 002
 //     denies even inside a write root;
@@ -228,6 +229,11 @@ func SeatbeltProfile(p *Policy, l SeatbeltLayout) (string, error) {
 	b.rule("allow", "file-write*", b.filters("subpath", spellAll(wroots))...)
 	b.rule("allow", "file-write*", append(b.filters("literal", seatbeltDevWrite), b.filters("subpath", []string{"/dev/fd"})...)...)
 	b.rule("allow", "file-write*", `(regex "^/dev/ttys[0-9]+$")`)
+	// A hard link carries writes past a path rule to the inode it shares (a
+	// link to .git/config in the worktree), and a clone copies a file
+	// without reading it: neither is allowed anywhere. bubblewrap refuses
+	// the first across its mounts with EXDEV.
+	b.line("(deny file-link file-clone)")
 	if writes {
 		var sub, lit []string
 		for _, g := range l.Git {

@@ -187,6 +187,7 @@ const (
 	opMeta   = "file-read-metadata"
 	opWrite  = "file-write-data"
 	opUnlink = "file-write-unlink"
+	opLink   = "file-link"
 )
 
 func opMatches(pattern, op string) bool {

@@ -147,6 +147,10 @@ func TestSeatbeltLive(t *testing.T) {
 						t.Error("the worktree's .git could be renamed")
 						_ = os.Rename(filepath.Join(pf.work, "moved"), gitDir)
 					}
+					if ok, _ := sbRun(t, prof, pf.work, "/bin/ln", filepath.Join(gitDir, "config"), filepath.Join(pf.work, "config-link")); ok {
+						t.Error(".git/config could be hard-linked into the worktree")
+						_ = os.Remove(filepath.Join(pf.work, "config-link"))
+					}
 					if ok, _ := sbRun(t, prof, pf.work, "/bin/mv", filepath.Join(gitDir, "hooks"), filepath.Join(gitDir, "h2")); ok {
 						t.Error(".git/hooks could be renamed")
 						_ = os.Rename(filepath.Join(gitDir, "h2"), filepath.Join(gitDir, "hooks"))

@@ -322,6 +322,10 @@ func checkRenameParity(t *testing.T, plan MountPlan, rules []sbRule) {
 		if evalSBPL(rules, opUnlink, macCanonical(m.Dst)) {
 			t.Errorf("bubblewrap pins %s (%s), Seatbelt lets it be renamed", m.Dst, m.Why)
 		}
+		// A hard link to it would fail across bubblewrap's mounts (EXDEV).
+		if evalSBPL(rules, opLink, macCanonical(m.Dst)) {
+			t.Errorf("bubblewrap pins %s (%s), Seatbelt lets it be hard-linked", m.Dst, m.Why)
+		}
 	}
 	t.Logf("%d pinned paths checked for renames", n)
 }
