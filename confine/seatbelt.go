@@ -53,10 +53,12 @@ const SeatbeltExec = "/usr/bin/sandbox-exec"
 // SeatbeltSystemReadRoots are restricted mode's system read roots on macOS:
 // the spec 000 list, plus what a macOS process needs to start and run a
 // shell (/System holds the frameworks and the dyld cache, /private/var/select
-// the /bin/sh selector, /private/var/db/timezone what /etc/localtime names)
-// and /dev (the terminal, /dev/null, /dev/urandom, /dev/fd).
+// the /bin/sh selector, /private/var/db/timezone what /etc/localtime names,
+// /private/var/db/xcode_select_link the link the /usr/bin/git shim follows
+// to the selected toolchain) and /dev (the terminal, /dev/null,
+// /dev/urandom, /dev/fd).
 var SeatbeltSystemReadRoots = append(slices.Clone(SystemReadRoots),
-	"/System", "/private/var/select", "/private/var/db/timezone", "/dev")
+	"/System", "/private/var/select", "/private/var/db/timezone", "/private/var/db/xcode_select_link", "/dev")
 
 // SeatbeltCommandLineTools is the second developer-toolchain candidate of
 // spec 000, beside what `xcode-select -p` reports.
