@@ -107,6 +107,13 @@ func SharedTreeGuard(candidate, home, worktree string, temps []string) error {
 	if r, err := filepath.EvalSymlinks(candidate); err == nil && r != spellings[0] {
 		spellings = append(spellings, r)
 	}
+	// macOS: /System/Volumes/Data/Users/me is /Users/me through a firmlink
+	// (spec 000: stripped before this check).
+	for _, c := range spellings {
+		if Within(c, dataVolume) && c != dataVolume {
+			spellings = append(spellings, strings.TrimPrefix(c, dataVolume))
+		}
+	}
 	for _, c := range spellings {
 		if depth(c) < 2 {
 			return fmt.Errorf("%w: %s is fewer than two components deep", ErrSharedTree, c)

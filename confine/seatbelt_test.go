@@ -491,3 +491,19 @@ func TestSeatbeltPolicy(t *testing.T) {
 		t.Errorf("off: backend %s", p.Backend())
 	}
 }
+
+// TestSharedTreeGuardFirmlink: the data volume's spelling of HOME, of a
+// path above it or of the worktree is the same shared tree (spec 000:
+// stripped of its /System/Volumes/Data alias before the check), so a
+// DEVELOPER_DIR naming it cannot gut restricted mode.
+func TestSharedTreeGuardFirmlink(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range []string{dataVolume + f.home, dataVolume + f.root, dataVolume + f.work, dataVolume + "/tmp"} {
+		if err := SharedTreeGuard(c, f.home, f.work, []string{"/tmp"}); !errors.Is(err, ErrSharedTree) {
+			t.Errorf("SharedTreeGuard(%s) = %v, want ErrSharedTree", c, err)
+		}
+	}
+	if err := SharedTreeGuard(dataVolume+"/Applications/Xcode.app", f.home, f.work, nil); err != nil {
+		t.Errorf("an application bundle on the data volume is refused: %v", err)
+	}
+}
