@@ -51,6 +51,11 @@ func runMain(m *testing.M) int {
 	// Both binaries, side by side, as scripts/run.sh installs them.
 	build := exec.Command("go", "build", "-o", baseDir+"/", "../cmd/evener-mcp", "../cmd/evener-mcp-server")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if os.Getenv("EVENER_IT_RACE") != "" {
+		// A developer's knob: the server built with the race detector.
+		build = exec.Command("go", "build", "-race", "-o", baseDir+"/", "../cmd/evener-mcp", "../cmd/evener-mcp-server")
+		build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	}
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build evener-mcp:", err)
@@ -209,15 +214,19 @@ func (e *env) serverEnv(t testing.TB) []string {
 	if !e.id.root && os.Geteuid() == 0 {
 		_ = os.Chown(tmp, e.id.uid, e.id.gid)
 	}
-	return append([]string{
-		"HOME=" + e.home,
+	race := []string{}
+	if os.Getenv("EVENER_IT_RACE") != "" {
+		race = append(race, "GORACE=halt_on_error=1")
+	}
+	return append(append(race,
+		"HOME="+e.home,
 		"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
 		"LANG=C.UTF-8",
-		"USER=" + e.id.name,
-		"XDG_CONFIG_HOME=" + filepath.Join(e.home, ".config"),
-		"XDG_STATE_HOME=" + filepath.Join(e.home, ".local", "state"),
-		"TMPDIR=" + tmp,
-	}, e.extra...)
+		"USER="+e.id.name,
+		"XDG_CONFIG_HOME="+filepath.Join(e.home, ".config"),
+		"XDG_STATE_HOME="+filepath.Join(e.home, ".local", "state"),
+		"TMPDIR="+tmp,
+	), e.extra...)
 }
 
 // sh runs a shell script under `exec` in the given mode with the network off.
