@@ -1,6 +1,7 @@
 package confine
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -22,6 +23,11 @@ const (
 	RuleInvalidPath = "invalid-path"   // NUL byte, leading ~, empty, not valid UTF-8
 	RuleTooLarge    = "too-large"
 )
+
+// ErrNoFileLayer is returned by NewFileAccess where this build has no
+// race-safe file layer (it needs Linux's openat2): the file tools cannot be
+// offered there, the shell still can.
+var ErrNoFileLayer = errors.New("confined file access needs Linux (openat2) in this build")
 
 // Denial is a refusal of a file operation the model can reason about: the
 // operation, the mode, the offending path and the rule. Its message names

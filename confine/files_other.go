@@ -7,7 +7,7 @@ import (
 	"os"
 )
 
-var errNoFileAccess = errors.New("confined file access needs Linux (openat2) in this build")
+var errNoFileAccess = ErrNoFileLayer
 
 // FileAccess is unavailable outside Linux in this build.
 type FileAccess struct{}

@@ -442,7 +442,7 @@ var escalatable = []string{"read_file", "write_file", "edit_file"}
 // denial or the ordinary result: it cannot trigger an approval by any
 // argument, answer it, or learn that one happened.
 func (h *Hub) escalate(ctx context.Context, s *Session, name string, req mcp.CallToolRequest, res *mcp.CallToolResult) *mcp.CallToolResult {
-	if res == nil || !res.IsError || !slices.Contains(escalatable, name) {
+	if res == nil || !res.IsError || !slices.Contains(escalatable, name) || s.Files == nil {
 		return res
 	}
 	den, ok := res.StructuredContent.(tools.Denial)

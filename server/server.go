@@ -131,6 +131,9 @@ type Session struct {
 	// DegradedShell is set when the delegate floor could not be enforced
 	// for the shell (no backend): the file tools keep the read-only rules.
 	DegradedShell string
+	// NoFileTools says why the file tools are not offered (no confined
+	// file layer in this build), "" when they are.
+	NoFileTools string
 
 	o        Options
 	preamble string
@@ -229,7 +232,14 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 	if s.Launcher, err = confine.NewSessionUnder(pol, o.Config.EnvPassthrough, o.ScratchParent); err != nil {
 		return nil, err
 	}
-	if s.Files, err = s.newFiles(pol); err != nil {
+	switch s.Files, err = s.newFiles(pol); {
+	case errors.Is(err, confine.ErrNoFileLayer) && pol.Mode() != confine.ModeOff:
+		// No race-safe file layer in this build (macOS): publish the
+		// shell alone rather than file tools that could not be confined.
+		s.Files = nil
+		s.NoFileTools = err.Error()
+		s.Tools = slices.DeleteFunc(slices.Clone(s.Tools), func(t string) bool { return t != "shell" })
+	case err != nil:
 		s.Launcher.Close()
 		return nil, err
 	}
@@ -282,14 +292,22 @@ func (s *Session) StartupLine() string {
 	return s.Policy.StartupLine()
 }
 
+// newFileAccess is confine.NewFileAccessWith; tests replace it to play a
+// build without a file layer.
+var newFileAccess = confine.NewFileAccessWith
+
 // newFiles opens the file layer for pol over the session's scratch.
 func (s *Session) newFiles(pol *confine.Policy) (*confine.FileAccess, error) {
-	return confine.NewFileAccessWith(s.filesPolicy(pol), s.Launcher.Scratch(), confine.FileAccessOptions{HideBeside: s.o.ScratchParent})
+	return newFileAccess(s.filesPolicy(pol), s.Launcher.Scratch(), confine.FileAccessOptions{HideBeside: s.o.ScratchParent})
 }
 
 // start measures the preamble and runs the SessionStart hooks.
 func (s *Session) start(ctx context.Context, transport string) {
 	s.preamble = Preamble(ctx, s.Launcher, s.o.Config.AllowDomains, s.DegradedShell)
+	if s.NoFileTools != "" {
+		s.preamble += "- only the shell is offered: " + s.NoFileTools + "; read and edit files with shell commands.\n"
+		s.o.warnOnce("file tools not offered: %s; sessions publish the shell only", s.NoFileTools)
+	}
 	if warning, extra := s.hooks.start(ctx); warning != "" || extra != "" {
 		if warning != "" {
 			s.o.warn("%s", warning)
@@ -362,7 +380,7 @@ func (s *Session) narrowWorkdir(dir string) error {
 		return nil
 	}
 	fa, err := s.newFiles(np)
-	if err != nil {
+	if err != nil && s.NoFileTools == "" {
 		return err
 	}
 	if err := s.Launcher.Narrow(np); err != nil {
@@ -371,7 +389,9 @@ func (s *Session) narrowWorkdir(dir string) error {
 	}
 	old := s.Files
 	s.Policy, s.Files = np, fa
-	old.Close()
+	if old != nil {
+		old.Close()
+	}
 	s.buildHandlers()
 	return nil
 }

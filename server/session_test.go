@@ -1,0 +1,59 @@
+//go:build linux
+
+package server
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/evener-dev/evener-mcp/config"
+	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/tools"
+)
+
+func testOptions(t *testing.T, mode confine.Mode) Options {
+	t.Helper()
+	dir := t.TempDir()
+	wd := filepath.Join(dir, "wd")
+	if err := os.MkdirAll(wd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "HOME="+filepath.Join(dir, "home"), "TMPDIR="+dir)
+	host := confine.Probe(confine.ProbeFull, env)
+	pol, err := confine.Resolve(confine.Spec{Mode: mode, ModeExplicit: true, Network: confine.NetworkOff, Workdir: wd,
+		Env: env, Home: filepath.Join(dir, "home"), ScratchRoot: dir, Limits: confine.DefaultLimits}, host)
+	if err != nil {
+		t.Skipf("this host cannot enforce %s: %v", mode, err)
+	}
+	return Options{Config: &config.Config{StateDir: filepath.Join(dir, "state")}, Policy: pol, Caps: tools.DefaultCaps}
+}
+
+// TestSessionWithoutFileLayer: where the build has no confined file layer
+// (macOS), a sandboxed session publishes the shell alone and says so,
+// rather than file tools it could not confine.
+func TestSessionWithoutFileLayer(t *testing.T) {
+	o := testOptions(t, confine.ModeWorkspaceWrite)
+	newFileAccess = func(*confine.Policy, string, confine.FileAccessOptions) (*confine.FileAccess, error) {
+		return nil, confine.ErrNoFileLayer
+	}
+	defer func() { newFileAccess = confine.NewFileAccessWith }()
+	s, err := NewSession(o, Narrowing{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !slices.Equal(s.Tools, []string{"shell"}) {
+		t.Errorf("tools = %v, want the shell alone", s.Tools)
+	}
+	s.start(context.Background(), "test")
+	if !strings.Contains(s.preamble, "only the shell is offered") {
+		t.Errorf("the preamble does not say so:\n%s", s.preamble)
+	}
+	if s.handler("read_file") != nil || s.handler("shell") == nil {
+		t.Error("handlers do not match the shell-only scope")
+	}
+}
