@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,10 +27,6 @@ import (
 // timeout, no resource limit is applied, and the children of a server that
 // dies are not killed with it.
 
-// ErrSandboxSetup means the sandbox could not be built; the command did not
-// run.
-var ErrSandboxSetup = errors.New("sandbox setup failed")
-
 // Session is one sandbox session: a policy, a private scratch directory and
 // the processes started under it.
 type Session struct {
@@ -49,11 +43,6 @@ type Session struct {
 	egress     *EgressBridge
 	fwd        *loopbackForwarder
 	exe        string // this binary, for GIT_SSH_COMMAND's connect helper
-}
-
-// NewSession creates the session's scratch directory (mode 0700).
-func NewSession(p *Policy, envPassthrough []string) (*Session, error) {
-	return NewSessionUnder(p, envPassthrough, "")
 }
 
 // NewSessionUnder is NewSession with the scratch created in parent (see the
@@ -86,29 +75,6 @@ func NewSessionUnder(p *Policy, envPassthrough []string, parent string) (*Sessio
 	}
 	s.p.Store(p)
 	return s, nil
-}
-
-func (s *Session) Policy() *Policy { return s.p.Load() }
-func (s *Session) Scratch() string { return s.scratch }
-
-// Narrow makes later spawns follow np, which must be no wider than the
-// current policy.
-func (s *Session) Narrow(np *Policy) error {
-	cur := s.p.Load()
-	switch {
-	case !np.Mode().NoWiderThan(cur.Mode()):
-		return fmt.Errorf("narrow: mode %s is wider than %s", np.Mode(), cur.Mode())
-	case cur.Network() == NetworkOff && np.Network() != NetworkOff:
-		return errors.New("narrow: the network cannot be turned on")
-	case !Within(np.Workdir(), cur.Workdir()):
-		return errors.New("narrow: the worktree cannot move outside the current one")
-	case len(np.AddDirs()) > len(cur.AddDirs()):
-		return errors.New("narrow: roots cannot be added")
-	case cur.WritesBlocked() && !np.WritesBlocked():
-		return errors.New("narrow: blocked writes cannot be unblocked")
-	}
-	s.p.Store(np)
-	return nil
 }
 
 // SetEgress hands the launcher the bridge to the session's proxies. macOS
@@ -146,38 +112,6 @@ func (s *Session) Close() error {
 	}
 	s.mu.Unlock()
 	return removeAllForce(s.scratch)
-}
-
-// Command is one process to start under the session's policy.
-type Command struct {
-	Args    []string
-	Dir     string
-	Stdin   io.Reader
-	Stdout  io.Writer
-	Stderr  io.Writer
-	Timeout time.Duration
-	Env     map[string]string
-	OnStart func()
-}
-
-// Result is how a command ended.
-type Result struct {
-	ExitCode int
-	Signal   string
-	TimedOut bool
-	Duration time.Duration
-}
-
-// Prepared is a fully resolved spawn. Plan is always empty on macOS;
-// Profile is the Seatbelt profile the command runs under.
-type Prepared struct {
-	Path      string
-	Args      []string
-	Env       []string
-	Dir       string
-	Plan      MountPlan
-	Profile   string
-	Sandboxed bool
 }
 
 // Prepare resolves c against the policy: working directory, profile,
@@ -264,32 +198,6 @@ func setEnv(env []string, key, value string) []string {
 	return append(env, key+"="+value)
 }
 
-// resolveDir places the working directory inside the worktree, a write root
-// or the scratch; never elsewhere.
-func (s *Session) resolveDir(d string) (string, error) {
-	p := s.p.Load()
-	wd := p.Workdir()
-	if d == "" {
-		return wd, nil
-	}
-	if !filepath.IsAbs(d) {
-		d = filepath.Join(wd, d)
-	}
-	d = filepath.Clean(d)
-	allowed := append(append(p.WriteRoots(), wd, s.scratch), p.AddDirs()...)
-	if p.Mode() != ModeOff && !underAny(d, allowed) {
-		return "", fmt.Errorf("working directory %s is outside the worktree", d)
-	}
-	r, err := filepath.EvalSymlinks(d)
-	if err != nil {
-		return "", fmt.Errorf("working directory: %w", err)
-	}
-	if p.Mode() != ModeOff && !underAny(r, allowed) {
-		return "", fmt.Errorf("working directory %s resolves outside the worktree", d)
-	}
-	return r, nil
-}
-
 // Run starts c under the policy and waits for it. A timeout or a cancelled
 // ctx kills the command's process group.
 func (s *Session) Run(ctx context.Context, c Command) (Result, error) {
@@ -355,21 +263,6 @@ func killGroup(cmd *exec.Cmd) {
 		_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
 		_ = cmd.Process.Kill()
 	}
-}
-
-// removeAllForce removes dir even when a command left read-only directories
-// in it (the Go module cache does).
-func removeAllForce(dir string) error {
-	if err := os.RemoveAll(dir); err == nil {
-		return nil
-	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(dir)
 }
 
 var sealOnce = sync.OnceValue(SealInheritedFDs)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,10 +17,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// ErrSandboxSetup means bubblewrap could not build the sandbox; the command
-// did not run.
-var ErrSandboxSetup = errors.New("sandbox setup failed")
 
 // Session is one sandbox session: a policy, a private scratch directory and
 // the processes started under it. Every process the server starts goes
@@ -55,11 +50,6 @@ func (s *Session) SetEgress(b EgressBridge) error {
 	defer s.mu.Unlock()
 	s.egress, s.exe = &b, exe
 	return nil
-}
-
-// NewSession creates the session's scratch directory (mode 0700).
-func NewSession(p *Policy, envPassthrough []string) (*Session, error) {
-	return NewSessionUnder(p, envPassthrough, "")
 }
 
 // NewSessionUnder is NewSession with the scratch created in parent, a
@@ -97,31 +87,6 @@ func NewSessionUnder(p *Policy, envPassthrough []string, parent string) (*Sessio
 	return s, nil
 }
 
-func (s *Session) Policy() *Policy { return s.p.Load() }
-
-// Narrow makes later spawns follow np, which must be no wider than the
-// current policy: the same or a stricter mode, the network kept or turned
-// off, the worktree kept or narrowed to a directory inside it. Processes
-// already running keep the sandbox they started in.
-func (s *Session) Narrow(np *Policy) error {
-	cur := s.p.Load()
-	switch {
-	case !np.Mode().NoWiderThan(cur.Mode()):
-		return fmt.Errorf("narrow: mode %s is wider than %s", np.Mode(), cur.Mode())
-	case cur.Network() == NetworkOff && np.Network() != NetworkOff:
-		return errors.New("narrow: the network cannot be turned on")
-	case !Within(np.Workdir(), cur.Workdir()):
-		return errors.New("narrow: the worktree cannot move outside the current one")
-	case len(np.AddDirs()) > len(cur.AddDirs()):
-		return errors.New("narrow: roots cannot be added")
-	case cur.WritesBlocked() && !np.WritesBlocked():
-		return errors.New("narrow: blocked writes cannot be unblocked")
-	}
-	s.p.Store(np)
-	return nil
-}
-func (s *Session) Scratch() string { return s.scratch }
-
 // Close kills every process still running under the session and removes
 // its scratch directory.
 func (s *Session) Close() error {
@@ -133,41 +98,6 @@ func (s *Session) Close() error {
 	s.mu.Unlock()
 	s.cleanup.Wait()
 	return removeAllForce(s.scratch)
-}
-
-// Command is one process to start under the session's policy.
-type Command struct {
-	Args []string
-	// Dir is the working directory, absolute or relative to the worktree.
-	Dir    string
-	Stdin  io.Reader
-	Stdout io.Writer
-	Stderr io.Writer
-	// Timeout kills the whole process tree when it expires (0: none).
-	Timeout time.Duration
-	// Env sets further variables (trusted callers only: hooks, tools).
-	Env map[string]string
-	// OnStart, if set, runs once the sandbox exists and before the command
-	// is released into it (for a mode-off command: just before it starts).
-	OnStart func()
-}
-
-// Result is how a command ended.
-type Result struct {
-	ExitCode int
-	Signal   string
-	TimedOut bool
-	Duration time.Duration
-}
-
-// Prepared is a fully resolved spawn: what will run and with what view.
-type Prepared struct {
-	Path      string
-	Args      []string
-	Env       []string
-	Dir       string
-	Plan      MountPlan
-	Sandboxed bool
 }
 
 // Prepare resolves c against the policy: working directory, mount plan,
@@ -252,31 +182,6 @@ func (s *Session) Prepare(c Command) (*Prepared, error) {
 	}
 	env := EnvFloor(p.env, s.envPass, p.Mode(), over, granted)
 	return &Prepared{Path: p.host.Bwrap, Args: args, Env: env, Dir: dir, Plan: plan, Sandboxed: true}, nil
-}
-
-// resolveDir places the working directory inside the worktree, a write root
-// or the scratch; never elsewhere.
-func (s *Session) resolveDir(d string) (string, error) {
-	p := s.p.Load()
-	wd := p.Workdir()
-	if d == "" {
-		return wd, nil
-	}
-	if !filepath.IsAbs(d) {
-		d = filepath.Join(wd, d)
-	}
-	d = filepath.Clean(d)
-	if p.Mode() != ModeOff && !underAny(d, append(append(p.WriteRoots(), wd, s.scratch), p.AddDirs()...)) {
-		return "", fmt.Errorf("working directory %s is outside the worktree", d)
-	}
-	r, err := filepath.EvalSymlinks(d)
-	if err != nil {
-		return "", fmt.Errorf("working directory: %w", err)
-	}
-	if p.Mode() != ModeOff && !underAny(r, append(append(p.WriteRoots(), wd, s.scratch), p.AddDirs()...)) {
-		return "", fmt.Errorf("working directory %s resolves outside the worktree", d)
-	}
-	return r, nil
 }
 
 // Run starts c under the policy and waits for it. A timeout or a cancelled
@@ -542,21 +447,6 @@ func killTree(cmd *exec.Cmd, initPID int) {
 		}
 		_ = cmd.Process.Kill()
 	}
-}
-
-// removeAllForce removes dir even when a command left read-only directories
-// in it (the Go module cache does).
-func removeAllForce(dir string) error {
-	if err := os.RemoveAll(dir); err == nil {
-		return nil
-	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(dir)
 }
 
 var sealOnce = sync.OnceValue(SealInheritedFDs)

@@ -5,13 +5,8 @@ package confine
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
-	"time"
 )
-
-// ErrSandboxSetup means the sandbox could not be built; the command did not run.
-var ErrSandboxSetup = errors.New("sandbox setup failed")
 
 var errNoBackend = errors.New("no sandbox backend in this build")
 
@@ -26,33 +21,6 @@ func (s *Session) Policy() *Policy         { return s.p }
 func (s *Session) Scratch() string         { return os.TempDir() }
 func (s *Session) Close() error            { return nil }
 func (s *Session) Narrow(np *Policy) error { return errNoBackend }
-
-type Command struct {
-	Args    []string
-	Dir     string
-	Stdin   io.Reader
-	Stdout  io.Writer
-	Stderr  io.Writer
-	Timeout time.Duration
-	Env     map[string]string
-	OnStart func()
-}
-
-type Result struct {
-	ExitCode int
-	Signal   string
-	TimedOut bool
-	Duration time.Duration
-}
-
-type Prepared struct {
-	Path      string
-	Args      []string
-	Env       []string
-	Dir       string
-	Plan      MountPlan
-	Sandboxed bool
-}
 
 // SetEgress is unavailable outside Linux and macOS in this build.
 func (s *Session) SetEgress(b EgressBridge) error { return errNoBackend }

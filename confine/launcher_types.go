@@ -1,0 +1,47 @@
+package confine
+
+import (
+	"errors"
+	"io"
+	"time"
+)
+
+// ErrSandboxSetup means bubblewrap could not build the sandbox; the command
+// did not run.
+var ErrSandboxSetup = errors.New("sandbox setup failed")
+
+// Command is one process to start under the session's policy.
+type Command struct {
+	Args []string
+	// Dir is the working directory, absolute or relative to the worktree.
+	Dir    string
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Timeout kills the whole process tree when it expires (0: none).
+	Timeout time.Duration
+	// Env sets further variables (trusted callers only: hooks, tools).
+	Env map[string]string
+	// OnStart, if set, runs once the sandbox exists and before the command
+	// is released into it (for a mode-off command: just before it starts).
+	OnStart func()
+}
+
+// Result is how a command ended.
+type Result struct {
+	ExitCode int
+	Signal   string
+	TimedOut bool
+	Duration time.Duration
+}
+
+// Prepared is a fully resolved spawn: what will run and with what view.
+type Prepared struct {
+	Path      string
+	Args      []string
+	Env       []string
+	Dir       string
+	Plan      MountPlan // bubblewrap's mounts (Linux)
+	Profile   string    // the Seatbelt profile (macOS)
+	Sandboxed bool
+}
