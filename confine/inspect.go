@@ -183,11 +183,32 @@ func inspectInfra(p *Policy, scratch string) []string {
 	return out
 }
 
+// discoverRepo finds the git dir the worktree belongs to ("" for none),
+// the gitlink file naming it (a linked worktree or submodule) and its
+// common dir (commondir followed), which must be a real directory.
+func discoverRepo(wt string) (gitDir, gitlink, common string, err error) {
+	if gitDir, gitlink, err = discoverGitDir(wt); err != nil || gitDir == "" {
+		return gitDir, gitlink, "", err
+	}
+	common = gitDir
+	if b, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
+		c := strings.TrimSpace(string(b))
+		if !filepath.IsAbs(c) {
+			c = filepath.Join(gitDir, c)
+		}
+		common = filepath.Clean(c)
+	}
+	if k, _ := lstatKind(common); k != PathDir {
+		return "", "", "", fmt.Errorf("%w: git common dir %s is not a directory", ErrUnsafeLayout, common)
+	}
+	return gitDir, gitlink, common, nil
+}
+
 // inspectGit finds the repository the worktree belongs to and every git dir
 // under its common dir, pre-creating absent surfaces so they can be pinned.
 func inspectGit(p *Policy, l *Layout, workdir string) error {
 	wt := p.Workdir()
-	gitDir, gitlink, err := discoverGitDir(wt)
+	gitDir, gitlink, common, err := discoverRepo(wt)
 	if err != nil {
 		return err
 	}
@@ -200,17 +221,6 @@ func inspectGit(p *Policy, l *Layout, workdir string) error {
 	}
 	if gitlink != "" {
 		l.GitLinks = append(l.GitLinks, gitlink)
-	}
-	common := gitDir
-	if b, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
-		c := strings.TrimSpace(string(b))
-		if !filepath.IsAbs(c) {
-			c = filepath.Join(gitDir, c)
-		}
-		common = filepath.Clean(c)
-	}
-	if k, _ := lstatKind(common); k != PathDir {
-		return fmt.Errorf("%w: git common dir %s is not a directory", ErrUnsafeLayout, common)
 	}
 	writeRoots := p.WriteRoots()
 	g := GitDir{Dir: common, BindWritable: !underAny(common, writeRoots)}

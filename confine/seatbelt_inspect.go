@@ -68,7 +68,7 @@ func InspectSeatbelt(p *Policy, scratch string, toolchain []string, proxy *Seatb
 // inspectGit does, and how its metadata is granted.
 func inspectSeatbeltGit(p *Policy, l *SeatbeltLayout) error {
 	wt := p.Workdir()
-	gitDir, gitlink, err := discoverGitDir(wt)
+	gitDir, gitlink, common, err := discoverRepo(wt)
 	if err != nil {
 		return err
 	}
@@ -78,17 +78,6 @@ func inspectSeatbeltGit(p *Policy, l *SeatbeltLayout) error {
 	}
 	if gitlink != "" {
 		l.GitLinks = append(l.GitLinks, gitlink)
-	}
-	common := gitDir
-	if b, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
-		c := strings.TrimSpace(string(b))
-		if !filepath.IsAbs(c) {
-			c = filepath.Join(gitDir, c)
-		}
-		common = filepath.Clean(c)
-	}
-	if k, _ := lstatKind(common); k != PathDir {
-		return fmt.Errorf("%w: git common dir %s is not a directory", ErrUnsafeLayout, common)
 	}
 	roots := p.WriteRoots()
 	grant := func(dir string) GitGrant {
