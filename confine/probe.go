@@ -5,6 +5,32 @@ import (
 	"strings"
 )
 
+// BwrapEnv names the environment variable that points at a specific
+// bubblewrap binary (absolute path; unset, bwrap is looked up on PATH). It
+// has no effect outside Linux.
+const BwrapEnv = "EVENER_MCP_BWRAP"
+
+// ProbeDepth says how hard Probe tries. Every depth refuses to claim a
+// sandbox it did not see work.
+type ProbeDepth int
+
+const (
+	// ProbeFull starts a real sandbox as the current user: on Linux a
+	// bubblewrap sandbox with the namespace flags every spawn uses, on
+	// macOS a trivial profile under sandbox-exec (server start, `probe`).
+	ProbeFull ProbeDepth = iota
+	// ProbeQuick, on Linux, creates a real user namespace for a trivial
+	// child (about a millisecond) unless an LSM judges bwrap differently
+	// from other programs, in which case it runs the full probe; on macOS
+	// it is ProbeFull.
+	ProbeQuick
+	// ProbeStatic starts nothing: for a one-shot command with an explicit
+	// mode, the launch itself is the probe. A sandbox that cannot be created
+	// never runs the command, and the startup line is printed only once the
+	// sandbox exists.
+	ProbeStatic
+)
+
 // HostReport is what the host can enforce, measured once at start (spec 002
 // "探测结果": the probe is the gate that decides enforcement).
 type HostReport struct {

@@ -14,23 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// BwrapEnv names the environment variable that points at a specific
-// bubblewrap binary; it has no effect on macOS.
-const BwrapEnv = "EVENER_MCP_BWRAP"
-
-// ProbeDepth says how hard Probe tries.
-type ProbeDepth int
-
-const (
-	// ProbeFull and ProbeQuick run a trivial profile under sandbox-exec:
-	// the binary being present is not the same as it enforcing.
-	ProbeFull ProbeDepth = iota
-	ProbeQuick
-	// ProbeStatic starts nothing: the first spawn is the probe (a profile
-	// sandbox-exec refuses never runs its command).
-	ProbeStatic
-)
-
 // Probe reports what this Mac can enforce: Seatbelt through
 // /usr/bin/sandbox-exec (a hard-coded path: spec 000's PATH-injection
 // defence), and the active developer directory for restricted mode's

@@ -17,29 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// BwrapEnv names the environment variable that points at a specific
-// bubblewrap binary (absolute path). Unset, bwrap is looked up on PATH.
-const BwrapEnv = "EVENER_MCP_BWRAP"
-
-// ProbeDepth says how hard Probe tries. Every depth refuses to claim a
-// user namespace it did not see created.
-type ProbeDepth int
-
-const (
-	// ProbeFull starts a real bubblewrap sandbox as the current user, with
-	// the namespace flags every spawn uses (server start, `probe`).
-	ProbeFull ProbeDepth = iota
-	// ProbeQuick creates a real user namespace for a trivial child (about a
-	// millisecond) unless an LSM judges bwrap differently from other
-	// programs, in which case it runs the full probe.
-	ProbeQuick
-	// ProbeStatic starts nothing: for a one-shot command with an explicit
-	// mode, the launch itself is the probe. A sandbox that cannot be created
-	// never runs the command, and the startup line is printed only once the
-	// sandbox's namespaces exist.
-	ProbeStatic
-)
-
 // Probe measures what this host can enforce. env is the server's
 // environment (for PATH and the bwrap override).
 func Probe(depth ProbeDepth, env []string) HostReport {
