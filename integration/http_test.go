@@ -357,6 +357,41 @@ func TestHTTPNarrowing(t *testing.T) {
 	})
 }
 
+// TestHTTPRefusedInitializeEnds: a refused initialize leaves no session
+// behind: the id the transport minted for it answers 404 soon after.
+func TestHTTPRefusedInitializeEnds(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		srv := e.serve(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--idle-timeout", "1s")
+		post := func(body string, hdr map[string]string) *http.Response {
+			req, _ := http.NewRequest(http.MethodPost, srv.url, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			for k, v := range hdr {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp
+		}
+		resp := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","clientInfo":{"name":"x","version":"1"},"capabilities":{"experimental":{"evener-mcp/session":{"sandbox":"off"}}}}}`, nil)
+		sid := resp.Header.Get("Mcp-Session-Id")
+		if sid == "" {
+			t.Skip("the transport minted no session id for a refused initialize")
+		}
+		h := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+		if !waitFor(5*time.Second, func() bool {
+			return post(`{"jsonrpc":"2.0","id":2,"method":"ping"}`, h).StatusCode == http.StatusNotFound
+		}) {
+			t.Errorf("the refused initialize's session %s still answers", sid)
+		}
+	})
+}
+
 // TestHTTPDelegateFloorDegraded: where no backend exists, a session without
 // mutation tools keeps read-only file tools, runs an unconfined shell, and
 // says so in the startup warning and the preamble.

@@ -125,9 +125,16 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 	sweepEvery := min(max(ho.IdleTimeout/4, 100*time.Millisecond), 30*time.Second)
 	ticker := time.NewTicker(sweepEvery)
 	defer ticker.Stop()
+	var refused []string
 	for {
 		select {
 		case <-ticker.C:
+			// A refused initialize's session is registered by the
+			// transport after its answer is written: end it a tick later.
+			for _, id := range refused {
+				terminate(streamable, id)
+			}
+			refused = h.takeRefused()
 			for _, id := range h.idle(ho.IdleTimeout) {
 				h.o.warn("session idle for %s: closing it", ho.IdleTimeout)
 				terminate(streamable, id)

@@ -43,6 +43,10 @@ type Hub struct {
 	maxSess  int
 	mu       sync.Mutex
 	sessions map[string]*Session // by MCP session id (HTTP)
+	// refused are MCP session ids whose initialize was refused: the
+	// transport registers a session for every initialize, so the server
+	// ends them on its next sweep.
+	refused []string
 	single   *Session            // the one session of a stdio server
 	closed   bool
 }
@@ -169,6 +173,11 @@ func (h *Hub) initialize(ctx context.Context, params json.RawMessage) error {
 	}
 	n, asked, err := parseNarrowing(p.Capabilities)
 	if err != nil {
+		if cs := mcpserver.ClientSessionFromContext(ctx); !h.stdio && cs != nil && cs.SessionID() != "" {
+			h.mu.Lock()
+			h.refused = append(h.refused, cs.SessionID())
+			h.mu.Unlock()
+		}
 		return err
 	}
 	if h.stdio {
@@ -197,12 +206,14 @@ func (h *Hub) initialize(ctx context.Context, params json.RawMessage) error {
 	h.mu.Lock()
 	switch {
 	case h.closed:
+		h.refused = append(h.refused, id)
 		h.mu.Unlock()
 		return errors.New("the server is shutting down")
 	case h.sessions[id] != nil:
 		h.mu.Unlock()
 		return errors.New("this MCP session is already initialised")
 	case h.maxSess > 0 && len(h.sessions) >= h.maxSess:
+		h.refused = append(h.refused, id)
 		h.mu.Unlock()
 		return fmt.Errorf("too many sessions (at most %d); end an idle one or raise --max-sessions", h.maxSess)
 	}
@@ -213,6 +224,7 @@ func (h *Hub) initialize(ctx context.Context, params json.RawMessage) error {
 	defer h.mu.Unlock()
 	if err != nil || h.closed {
 		delete(h.sessions, id)
+		h.refused = append(h.refused, id)
 		if err == nil {
 			s.Close()
 			err = errors.New("the server is shutting down")
@@ -275,6 +287,15 @@ func (h *Hub) idle(ttl time.Duration) []string {
 			out = append(out, id)
 		}
 	}
+	return out
+}
+
+// takeRefused returns (and forgets) the ids of refused initializes.
+func (h *Hub) takeRefused() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.refused
+	h.refused = nil
 	return out
 }
 
