@@ -47,8 +47,8 @@ type Hub struct {
 	// transport registers a session for every initialize, so the server
 	// ends them on its next sweep.
 	refused []string
-	single   *Session            // the one session of a stdio server
-	closed   bool
+	single  *Session // the one session of a stdio server
+	closed  bool
 }
 
 // newHub builds the MCP server. With stdio set the hub has exactly one
