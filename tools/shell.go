@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -91,6 +92,11 @@ func Shell(d Deps) server.ServerTool {
 		})
 		out.flush()
 		if err != nil {
+			// The command did not run; what was written is the sandbox
+			// builder's own message (bwrap's), which says why.
+			if text, _ := out.result(); strings.TrimSpace(text) != "" {
+				return nil, fmt.Errorf("shell: %w: %s", err, clip(strings.TrimSpace(text), 500))
+			}
 			return nil, fmt.Errorf("shell: %w", err)
 		}
 		text, truncated := out.result()
@@ -263,4 +269,15 @@ func attribute(output, workdir string) []Violation {
 		}
 	}
 	return out
+}
+
+// clip keeps the first n bytes of s (on a rune boundary), marking a cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
