@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 // pidsController is where a pids cgroup can be created, or nil.
 type pidsController struct {
 	dir string // parent directory of the per-spawn cgroups
+	v2  bool   // the unified hierarchy (a process moves whole, never one thread)
 }
 
 var (
@@ -89,7 +92,7 @@ func prepare(dir string, v2 bool) (*pidsController, error) {
 			return nil, err
 		}
 	}
-	return &pidsController{dir: dir}, nil
+	return &pidsController{dir: dir, v2: v2}, nil
 }
 
 // newPidsCgroup creates one spawn's cgroup limited to max processes.
@@ -142,4 +145,75 @@ func removePidsCgroup(dir string) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// spawner is one locked OS thread living in a session's pids cgroup (cgroup
+// v1, where a single thread can be moved): every bubblewrap it starts is
+// born in that cgroup, so a spawn pays no migration (a v1 migration waits
+// for an RCU grace period, 5-17 ms on an idle host). The limit then bounds
+// the session's processes together rather than each command's.
+type spawner struct {
+	dir  string
+	reqs chan spawnReq
+	done chan struct{}
+}
+
+type spawnReq struct {
+	cmd *exec.Cmd
+	err chan error
+}
+
+// newSpawner creates the session cgroup (pids.max = max) and moves a
+// dedicated thread into it; nil where that cannot be done (not root, no
+// pids controller, cgroup v2).
+func newSpawner(max int64) (*spawner, error) {
+	if _, err := PidsCgroup(); err != nil {
+		return nil, err
+	}
+	if pidsCtl.v2 {
+		return nil, errors.New("cgroup v2 moves whole processes")
+	}
+	dir, err := newPidsCgroup(max)
+	if err != nil {
+		return nil, err
+	}
+	sp := &spawner{dir: dir, reqs: make(chan spawnReq), done: make(chan struct{})}
+	ready := make(chan error, 1)
+	go func() {
+		defer close(sp.done)
+		runtime.LockOSThread()
+		if err := os.WriteFile(filepath.Join(dir, "tasks"), []byte(strconv.Itoa(unix.Gettid())), 0); err != nil {
+			runtime.UnlockOSThread() // never moved: the thread may serve others again
+			ready <- fmt.Errorf("move the spawner thread: %w", err)
+			return
+		}
+		ready <- nil
+		// Returning while locked ends the thread (it lives in the
+		// session's cgroup and must not go back to the runtime's pool).
+		for r := range sp.reqs {
+			r.err <- r.cmd.Start()
+		}
+	}()
+	if err := <-ready; err != nil {
+		<-sp.done
+		removePidsCgroup(dir)
+		return nil, err
+	}
+	return sp, nil
+}
+
+// start starts cmd from the spawner's thread.
+func (sp *spawner) start(cmd *exec.Cmd) error {
+	r := spawnReq{cmd: cmd, err: make(chan error, 1)}
+	sp.reqs <- r
+	return <-r.err
+}
+
+// stop ends the thread and removes the cgroup once it is empty. Callers
+// kill the session's processes first (they would get SIGKILL anyway: their
+// parent death signal follows the thread that started them).
+func (sp *spawner) stop() {
+	close(sp.reqs)
+	<-sp.done
+	removePidsCgroup(sp.dir)
 }

@@ -285,3 +285,6 @@ func SealInheritedFDs() error {
 	}
 	return nil
 }
+
+// StartSpawner does nothing on macOS (no pids cgroup).
+func (s *Session) StartSpawner() {}

@@ -35,8 +35,12 @@ type Session struct {
 	hideBeside string
 	// cleanup counts per-spawn cgroups still being removed; Close waits.
 	cleanup sync.WaitGroup
-	egress  *EgressBridge
-	exe     string // this binary, for the egress relay
+	// spawner, once ready, starts this session's sandboxes inside its
+	// pids cgroup (root servers on cgroup v1; see StartSpawner).
+	spawner     atomic.Pointer[spawner]
+	spawnerOnce sync.Once
+	egress      *EgressBridge
+	exe         string // this binary, for the egress relay
 }
 
 // SetEgress hands the launcher the bridge to the session's proxies. With
@@ -97,6 +101,10 @@ func (s *Session) Close() error {
 	}
 	s.mu.Unlock()
 	s.cleanup.Wait()
+	s.spawnerOnce.Do(func() {}) // no spawner may start after Close
+	if sp := s.spawner.Swap(nil); sp != nil {
+		sp.stop()
+	}
 	return removeAllForce(s.scratch)
 }
 
@@ -217,8 +225,39 @@ func (s *Session) Run(ctx context.Context, c Command) (Result, error) {
 
 type spawnFiles struct {
 	seccompR, infoR, infoW, blockR, blockW *os.File
-	cgroup                                 string // pids cgroup of a root server's spawn
-	bwrapJoined                            bool   // bwrap was moved into it right after start
+	cgroup                                 string   // pids cgroup of a root server's spawn
+	bwrapJoined                            bool     // bwrap was moved into it right after start
+	spawner                                *spawner // bwrap is started by it, born in its cgroup
+}
+
+// StartSpawner prepares, in the background, a thread that starts this
+// session's sandboxes inside one session pids cgroup, so later spawns pay
+// no cgroup migration. For long-lived sessions of a root server on cgroup
+// v1; elsewhere, or until it is ready, spawns use a cgroup per spawn.
+// Close stops it.
+func (s *Session) StartSpawner() {
+	if !s.p.Load().host.RunAsRoot {
+		return
+	}
+	s.spawnerOnce.Do(func() {
+		s.cleanup.Add(1)
+		go func() {
+			defer s.cleanup.Done()
+			sp, err := newSpawner(s.p.Load().Limits().Procs)
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			closed := s.closed
+			if !closed {
+				s.spawner.Store(sp)
+			}
+			s.mu.Unlock()
+			if closed {
+				sp.stop()
+			}
+		}()
+	})
 }
 
 func (f *spawnFiles) closeChildEnds() {
@@ -253,7 +292,9 @@ func (s *Session) sandboxFiles() (*spawnFiles, error) {
 		// Where no pids controller can be used (a container with a
 		// read-only cgroupfs, say) the spawn goes ahead without a process
 		// cap; the probe reports it as "process limit: none".
-		if f.cgroup, err = newPidsCgroup(s.p.Load().Limits().Procs); err != nil {
+		if sp := s.spawner.Load(); sp != nil {
+			f.cgroup, f.spawner, f.bwrapJoined = sp.dir, sp, true
+		} else if f.cgroup, err = newPidsCgroup(s.p.Load().Limits().Procs); err != nil {
 			f.cgroup = ""
 		}
 	}
@@ -267,7 +308,12 @@ func (s *Session) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles, onStar
 		return Result{ExitCode: -1}, errors.New("session closed")
 	}
 	start := time.Now()
-	err := cmd.Start()
+	var err error
+	if f != nil && f.spawner != nil {
+		err = f.spawner.start(cmd)
+	} else {
+		err = cmd.Start()
+	}
 	if err != nil {
 		s.mu.Unlock()
 		if f != nil {
@@ -287,7 +333,7 @@ func (s *Session) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles, onStar
 
 	if f != nil {
 		f.closeChildEnds()
-		if f.cgroup != "" {
+		if f.cgroup != "" && f.spawner == nil {
 			// Removed off the result's path: the kernel may take a few
 			// milliseconds to release the last exited task.
 			s.cleanup.Add(1)

@@ -32,3 +32,5 @@ func (s *Session) Run(ctx context.Context, c Command) (Result, error) {
 
 // SealInheritedFDs is a no-op outside Linux and macOS in this build.
 func SealInheritedFDs() error { return nil }
+
+func (s *Session) StartSpawner() {}

@@ -713,3 +713,79 @@ func TestHTTPResume(t *testing.T) {
 		}
 	})
 }
+
+// sessionCgroup finds the pids cgroup (v1) holding one of pid's threads.
+func sessionCgroup(pid int) string {
+	tids := map[string]bool{}
+	for _, t := range entries(fmt.Sprintf("/proc/%d/task", pid)) {
+		tids[t] = true
+	}
+	root := "/sys/fs/cgroup/pids/evener-mcp"
+	for _, d := range entries(root) {
+		b, err := os.ReadFile(filepath.Join(root, d, "tasks"))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Fields(string(b)) {
+			if tids[l] {
+				return filepath.Join(root, d)
+			}
+		}
+	}
+	return ""
+}
+
+// TestSessionPidsCgroup (root servers, cgroup v1): a session's sandboxes
+// are born in one session pids cgroup, entered once by a spawner thread of
+// the server (no migration per spawn); the limit still stops a fork bomb;
+// ending the session removes the cgroup and everything in it.
+func TestSessionPidsCgroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("root servers only (RLIMIT_NPROC binds the others)")
+	}
+	if fi, err := os.Stat("/sys/fs/cgroup/pids"); err != nil || !fi.IsDir() {
+		t.Skip("no cgroup v1 pids hierarchy on this host")
+	}
+	e := newEnv(t, identities(t)[0])
+	cfg := filepath.Join(e.root, "cfg", "procs.toml")
+	writeFile(t, cfg, "[limits]\nprocs = 200\n")
+	srv := e.serve(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--config", cfg)
+	pid := srv.cmd.Process.Pid
+	m := srv.mustConnect(t, clientOpts{})
+	m.shellOut(t, "true")
+	var cg string
+	if !waitFor(10*time.Second, func() bool { cg = sessionCgroup(pid); return cg != "" }) {
+		t.Fatalf("no session pids cgroup holds a thread of the server")
+	}
+	if b, _ := os.ReadFile(filepath.Join(cg, "pids.max")); strings.TrimSpace(string(b)) != "200" {
+		t.Errorf("session cgroup pids.max = %q", b)
+	}
+	// A command of the session runs inside it.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		callCtx(ctx, m, "shell", map[string]any{"command": "sleep 341"})
+	}()
+	var sleeper []int
+	if !waitFor(10*time.Second, func() bool { sleeper = procsWith("sleep 341"); return len(sleeper) > 0 }) {
+		t.Fatal("the sleep never started")
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", sleeper[0]))
+	if !strings.Contains(string(b), ":pids:/evener-mcp/"+filepath.Base(cg)+"\n") {
+		t.Errorf("the command is not in the session cgroup %s:\n%s", cg, b)
+	}
+	// The limit holds for the session.
+	// dash, not bash: bash retries a failed fork for seconds.
+	out := m.shellOut(t, `exec /bin/sh -c 'i=0; while [ $i -lt 2000 ]; do sleep 342 >/dev/null 2>&1 & i=$((i+1)); done; echo started=$i'`)
+	if strings.Contains(out, "started=2000") || !strings.Contains(strings.ToLower(out), "fork") {
+		t.Errorf("a fork bomb under procs = 200 did not fail on fork: %q", out)
+	}
+	// Ending the session ends everything in the cgroup, then the cgroup.
+	m.c.Close()
+	if !waitFor(15*time.Second, func() bool { return len(procsWith("sleep 341")) == 0 && len(procsWith("sleep 342")) == 0 }) {
+		t.Errorf("processes of the ended session survive")
+	}
+	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(cg); return os.IsNotExist(err) }) {
+		t.Errorf("the session cgroup %s survives the session", cg)
+	}
+}

@@ -232,6 +232,9 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 	if s.Launcher, err = confine.NewSessionUnder(pol, o.Config.EnvPassthrough, o.ScratchParent); err != nil {
 		return nil, err
 	}
+	// A server session lives long enough to amortise a spawner thread in
+	// its own pids cgroup (root servers on cgroup v1).
+	s.Launcher.StartSpawner()
 	switch s.Files, err = s.newFiles(pol); {
 	case errors.Is(err, confine.ErrNoFileLayer) && pol.Mode() != confine.ModeOff:
 		// No race-safe file layer in this build (macOS): publish the
