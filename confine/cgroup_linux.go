@@ -92,6 +92,7 @@ func prepare(dir string, v2 bool) (*pidsController, error) {
 			return nil, err
 		}
 	}
+	sweepStale(dir)
 	return &pidsController{dir: dir, v2: v2}, nil
 }
 
@@ -216,4 +217,27 @@ func (sp *spawner) stop() {
 	close(sp.reqs)
 	<-sp.done
 	removePidsCgroup(sp.dir)
+}
+
+// sweepStale removes the empty cgroups of servers that are gone (killed
+// before they could remove their own): each is named after its server's
+// pid. A cgroup still holding tasks is left (rmdir refuses it).
+func sweepStale(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		pid, _, ok := strings.Cut(e.Name(), "-")
+		if !e.IsDir() || !ok {
+			continue
+		}
+		if n, err := strconv.Atoi(pid); err != nil || n == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			continue // alive (or the pid was reused): not ours to judge
+		}
+		_ = unix.Rmdir(filepath.Join(dir, e.Name()))
+	}
 }
