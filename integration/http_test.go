@@ -278,6 +278,12 @@ func TestHTTPRefusals(t *testing.T) {
 				t.Errorf("/healthz mentions %q: %s", leak, hb)
 			}
 		}
+		// Beyond loopback with a token: it starts, and warns.
+		wide := e.serve(t, "--listen", "0.0.0.0:0", "--token-file", tokenFile, "--sandbox", "read-only")
+		if !strings.Contains(wide.stderr.String(), "beyond loopback") {
+			t.Errorf("no warning for a non-loopback listener:\n%s", wide.stderr.String())
+		}
+		wide.stop(t)
 		// Beyond loopback without a token: refused at start.
 		r := e.run(t, "serve", "--listen", "0.0.0.0:0", "--sandbox", "read-only")
 		if r.code == 0 || !strings.Contains(r.stderr, "without a bearer token") {
