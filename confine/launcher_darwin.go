@@ -117,27 +117,9 @@ func (s *Session) Close() error {
 // Prepare resolves c against the policy: working directory, profile,
 // environment floor and the sandbox-exec argv.
 func (s *Session) Prepare(c Command) (*Prepared, error) {
-	if len(c.Args) == 0 {
-		return nil, errors.New("no command")
-	}
-	p := s.p.Load()
-	dir, err := s.resolveDir(c.Dir)
-	if err != nil {
-		return nil, err
-	}
-	over := map[string]string{"PWD": dir}
-	for k, v := range c.Env {
-		over[k] = v
-	}
-	over["TMPDIR"] = s.scratch
-	over["EVENER_SCRATCH_DIR"] = s.scratch
-	if p.Mode() == ModeOff {
-		env := EnvFloor(p.env, s.envPass, ModeOff, over, nil)
-		path, err := exec.LookPath(c.Args[0])
-		if err != nil {
-			return nil, err
-		}
-		return &Prepared{Path: path, Args: c.Args, Env: env, Dir: dir}, nil
+	p, dir, over, off, err := s.prepareCommon(c)
+	if err != nil || off != nil {
+		return off, err
 	}
 	if strings.HasPrefix(c.Args[0], "-") {
 		// sandbox-exec would read it as one of its own options.

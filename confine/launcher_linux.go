@@ -111,27 +111,9 @@ func (s *Session) Close() error {
 // Prepare resolves c against the policy: working directory, mount plan,
 // environment floor and the bubblewrap argv.
 func (s *Session) Prepare(c Command) (*Prepared, error) {
-	if len(c.Args) == 0 {
-		return nil, errors.New("no command")
-	}
-	p := s.p.Load()
-	dir, err := s.resolveDir(c.Dir)
-	if err != nil {
-		return nil, err
-	}
-	over := map[string]string{"PWD": dir}
-	for k, v := range c.Env {
-		over[k] = v
-	}
-	over["TMPDIR"] = s.scratch
-	over["EVENER_SCRATCH_DIR"] = s.scratch
-	if p.Mode() == ModeOff {
-		env := EnvFloor(p.env, s.envPass, ModeOff, over, nil)
-		path, err := exec.LookPath(c.Args[0])
-		if err != nil {
-			return nil, err
-		}
-		return &Prepared{Path: path, Args: c.Args, Env: env, Dir: dir}, nil
+	p, dir, over, off, err := s.prepareCommon(c)
+	if err != nil || off != nil {
+		return off, err
 	}
 	l, err := Inspect(p, s.scratch, dir)
 	if err != nil {

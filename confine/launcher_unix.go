@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 )
 
@@ -78,4 +79,32 @@ func removeAllForce(dir string) error {
 		return nil
 	})
 	return os.RemoveAll(dir)
+}
+
+// prepareCommon is what every backend's Prepare starts with: the working
+// directory, the variables every spawn sets, and, in mode off, the whole
+// (unconfined) spawn.
+func (s *Session) prepareCommon(c Command) (p *Policy, dir string, over map[string]string, off *Prepared, err error) {
+	if len(c.Args) == 0 {
+		return nil, "", nil, nil, errors.New("no command")
+	}
+	p = s.p.Load()
+	if dir, err = s.resolveDir(c.Dir); err != nil {
+		return nil, "", nil, nil, err
+	}
+	over = map[string]string{"PWD": dir}
+	for k, v := range c.Env {
+		over[k] = v
+	}
+	over["TMPDIR"] = s.scratch
+	over["EVENER_SCRATCH_DIR"] = s.scratch
+	if p.Mode() == ModeOff {
+		env := EnvFloor(p.env, s.envPass, ModeOff, over, nil)
+		path, err := exec.LookPath(c.Args[0])
+		if err != nil {
+			return nil, "", nil, nil, err
+		}
+		return p, dir, over, &Prepared{Path: path, Args: c.Args, Env: env, Dir: dir}, nil
+	}
+	return p, dir, over, nil, nil
 }
