@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -338,4 +339,24 @@ func bufioScanner(r io.Reader, buf []byte) *bufio.Scanner {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(buf, 4<<20)
 	return sc
+}
+
+// raw sends one hand-made request to /mcp (JSON, accepting both answer
+// forms) with the given headers; the caller closes the body.
+func (s *httpServer) raw(t *testing.T, method, body string, hdr map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, s.url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }

@@ -181,21 +181,16 @@ func TestHTTPRefusals(t *testing.T) {
 		writeFile(t, tokenFile, "0123456789abcdef0123456789abcdef\n")
 		srv := e.serve(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--token-file", tokenFile)
 		post := func(body string, hdr map[string]string) (int, string) {
-			req, _ := http.NewRequest(http.MethodPost, srv.url, strings.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			req.Header.Set("Authorization", "Bearer 0123456789abcdef0123456789abcdef")
+			h := map[string]string{"Authorization": "Bearer 0123456789abcdef0123456789abcdef"}
 			for k, v := range hdr {
-				req.Header.Set(k, v)
+				h[k] = v
 			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := srv.raw(t, http.MethodPost, body, h)
 			defer resp.Body.Close()
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 			return resp.StatusCode, string(b)
 		}
+
 		// A client that only speaks the sessionless revision.
 		code, body := post(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
 			map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"})
@@ -370,20 +365,12 @@ func TestHTTPRefusedInitializeEnds(t *testing.T) {
 		e := newEnv(t, id)
 		srv := e.serve(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--idle-timeout", "1s")
 		post := func(body string, hdr map[string]string) *http.Response {
-			req, _ := http.NewRequest(http.MethodPost, srv.url, strings.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			for k, v := range hdr {
-				req.Header.Set(k, v)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := srv.raw(t, http.MethodPost, body, hdr)
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			return resp
 		}
+
 		resp := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","clientInfo":{"name":"x","version":"1"},"capabilities":{"experimental":{"evener-mcp/session":{"sandbox":"off"}}}}}`, nil)
 		sid := resp.Header.Get("Mcp-Session-Id")
 		if sid == "" {
@@ -668,18 +655,9 @@ func TestHTTPResume(t *testing.T) {
 		e := newEnv(t, id)
 		srv := e.serve(t, "--sandbox", "workspace-write", "--sandbox-net", "off")
 		do := func(method, body string, hdr map[string]string) *http.Response {
-			req, _ := http.NewRequest(method, srv.url, strings.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			for k, v := range hdr {
-				req.Header.Set(k, v)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return resp
+			return srv.raw(t, method, body, hdr)
 		}
+
 		resp := do("POST", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, nil)
 		sid := resp.Header.Get("Mcp-Session-Id")
 		io.Copy(io.Discard, resp.Body)
