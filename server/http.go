@@ -135,10 +135,14 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 				terminate(streamable, id)
 			}
 			refused = h.takeRefused()
+			// Closing runs the session's SessionEnd hooks: off this loop,
+			// so a slow one delays neither the others nor a SIGTERM.
 			for _, id := range h.idle(ho.IdleTimeout) {
-				h.o.warn("session idle for %s: closing it", ho.IdleTimeout)
-				terminate(streamable, id)
-				h.drop(id) // in case the transport no longer knew it
+				h.o.warn("a session idle for %s: closing it", ho.IdleTimeout)
+				go func() {
+					terminate(streamable, id)
+					h.drop(id) // in case the transport no longer knew it
+				}()
 			}
 		case err := <-served:
 			h.closeAll()

@@ -276,14 +276,14 @@ func (h *Hub) Count() int {
 	return n
 }
 
-// idle lists the MCP session ids idle for longer than ttl.
+// idle lists the MCP session ids idle for longer than ttl, each once.
 func (h *Hub) idle(ttl time.Duration) []string {
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []string
 	for id, s := range h.sessions {
-		if s != nil && s.idleSince(now) > ttl {
+		if s != nil && s.idleSince(now) > ttl && s.expiring.CompareAndSwap(false, true) {
 			out = append(out, id)
 		}
 	}

@@ -145,6 +145,7 @@ type Session struct {
 
 	inflight   atomic.Int64
 	lastActive atomic.Int64 // unix nanoseconds
+	expiring   atomic.Bool  // picked by the idle sweep
 
 	prepOnce sync.Once
 	prepErr  error
