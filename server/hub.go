@@ -221,17 +221,18 @@ func (h *Hub) initialize(ctx context.Context, params json.RawMessage) error {
 	h.mu.Unlock()
 	s, err := h.open(ctx, n, "http")
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if err != nil || h.closed {
 		delete(h.sessions, id)
 		h.refused = append(h.refused, id)
+		h.mu.Unlock()
 		if err == nil {
-			s.Close()
+			s.Close() // not under the hub's lock: SessionEnd hooks may take a while
 			err = errors.New("the server is shutting down")
 		}
 		return err
 	}
 	h.sessions[id] = s
+	h.mu.Unlock()
 	return nil
 }
 
