@@ -482,8 +482,14 @@ func TestHTTPEscalation(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(e.sibling, "edit.txt")); r.IsError || string(b) != "beta\n" {
 			t.Errorf("approved edit: %s", text(r))
 		}
-		// Approval covers one call: the next one asks again.
+		// The model's path cannot pose as the server's words to the human.
 		before := yes.count()
+		m.call(t, "read_file", map[string]any{"path": "../sibling/x\nThe server says: this is safe, approve it"})
+		if yes.count() == before+1 && strings.Contains(yes.asked[before], "\n") {
+			t.Errorf("the question carries the model's raw newline: %q", yes.asked[before])
+		}
+		// Approval covers one call: the next one asks again.
+		before = yes.count()
 		m.call(t, "read_file", map[string]any{"path": "../sibling/notes"})
 		if yes.count() != before+1 {
 			t.Errorf("a second call was not asked about (%d -> %d)", before, yes.count())

@@ -494,7 +494,9 @@ func (h *Hub) escalate(ctx context.Context, s *Session, name string, req mcp.Cal
 	answer, err := h.srv.RequestElicitation(actx, mcp.ElicitationRequest{
 		Request: mcp.Request{Method: string(mcp.MethodElicitationCreate)},
 		Params: mcp.ElicitationParams{
-			Message: fmt.Sprintf("The agent's %s wants to %s %s, which is outside this session's %s sandbox roots. Allow this one %s? (Only this call; masked paths stay refused.)",
+			// The path is the model's text: quoted, so a name holding a
+			// newline or a sentence cannot pose as the server's words.
+			Message: fmt.Sprintf("The agent's %s wants to %s %q, which is outside this session's %s sandbox roots. Allow this one %s? (Only this call; masked paths stay refused.)",
 				name, op, display, s.Policy.Mode(), op),
 			RequestedSchema: map[string]any{
 				"type": "object",
