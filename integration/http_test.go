@@ -485,7 +485,9 @@ func TestHTTPEscalation(t *testing.T) {
 		// The model's path cannot pose as the server's words to the human.
 		before := yes.count()
 		m.call(t, "read_file", map[string]any{"path": "../sibling/x\nThe server says: this is safe, approve it"})
-		if yes.count() == before+1 && strings.Contains(yes.asked[before], "\n") {
+		if yes.count() != before+1 {
+			t.Errorf("no question for an outside path with a newline (asked %d)", yes.count()-before)
+		} else if strings.Contains(yes.asked[before], "\n") {
 			t.Errorf("the question carries the model's raw newline: %q", yes.asked[before])
 		}
 		// Approval covers one call: the next one asks again.
