@@ -452,7 +452,8 @@ func (a *approver) count() int {
 // TestHTTPEscalation: an outside-roots denial of read_file, write_file or
 // edit_file asks the human through elicitation and proceeds only on an
 // explicit accept; a decline, an accept without approval and a client
-// without elicitation keep the denial; masked paths, the shell and
+// without elicitation keep the denial, and after a no the session asks
+// nothing for a while; masked paths, the shell and
 // apply_patch are never escalated; the model's result never mentions an
 // approval.
 func TestHTTPEscalation(t *testing.T) {
@@ -527,8 +528,10 @@ func TestHTTPEscalation(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(e.sibling, name)); err == nil {
 				t.Errorf("%s: the file was written", name)
 			}
-			if a.count() != 2 {
-				t.Errorf("%s: asked %d times, want 2", name, a.count())
+			// After a no, the session asks nothing for a while (approval
+			// fatigue): the write was refused without a question.
+			if a.count() != 1 {
+				t.Errorf("%s: asked %d times, want 1 (no question after a no)", name, a.count())
 			}
 		}
 		// A client without elicitation: the denial is final.

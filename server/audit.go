@@ -86,7 +86,11 @@ func (a *Audit) Network(v egress.Violation) {
 // file-tool call outside the roots: "approved", "declined" or why none was
 // asked. Path is redacted to its base name like every other record.
 func (a *Audit) Escalation(tool, path, decision string) {
-	a.write(auditRecord{Tool: tool, Decision: "escalation-" + decision, Rule: confine.RuleOutside, Path: filepath.Base(path)})
+	r := auditRecord{Tool: tool, Decision: "escalation-" + decision, Rule: confine.RuleOutside}
+	if path != "" {
+		r.Path = filepath.Base(path)
+	}
+	a.write(r)
 }
 
 // Lifecycle records a session starting or ending (event "session-start",

@@ -34,6 +34,10 @@ const rootsTimeout = 5 * time.Second
 // approvalTimeout bounds how long a tool call waits for a human's answer.
 const approvalTimeout = 10 * time.Minute
 
+// quietAfterDecline is how long a session asks no approval after the human
+// declined (or cancelled) one.
+const quietAfterDecline = 5 * time.Minute
+
 // Hub is the MCP server of one process: tools registered once, every call
 // dispatched to the sandbox session of the MCP session it arrived on.
 type Hub struct {
@@ -474,6 +478,18 @@ func (h *Hub) escalate(ctx context.Context, s *Session, name string, req mcp.Cal
 	if clientCaps(ctx).Elicitation == nil {
 		return res
 	}
+	// Approval fatigue: one question at a time per session, and none for a
+	// while after the human said no (the model could otherwise ask until
+	// a tired human clicks yes).
+	if !s.asking.TryLock() {
+		s.Audit.Escalation(name, "", "not-asked-another-pending")
+		return res
+	}
+	defer s.asking.Unlock()
+	if until := s.quietUntil.Load(); until != 0 && time.Now().UnixNano() < until {
+		s.Audit.Escalation(name, "", "not-asked-after-decline")
+		return res
+	}
 	path, _ := req.GetArguments()["path"].(string)
 	abs, display, err := s.Files.Resolve(path)
 	if err != nil {
@@ -519,6 +535,7 @@ func (h *Hub) escalate(ctx context.Context, s *Session, name string, req mcp.Cal
 	}
 	if !approved {
 		s.Audit.Escalation(name, abs, "declined")
+		s.quietUntil.Store(time.Now().Add(quietAfterDecline).UnixNano())
 		return res
 	}
 	s.Audit.Escalation(name, abs, "approved")

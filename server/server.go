@@ -147,6 +147,9 @@ type Session struct {
 	lastActive atomic.Int64 // unix nanoseconds
 	expiring   atomic.Bool  // picked by the idle sweep
 
+	asking     sync.Mutex   // one approval question at a time
+	quietUntil atomic.Int64 // no approval questions before (unix ns), after a decline
+
 	prepOnce sync.Once
 	prepErr  error
 
