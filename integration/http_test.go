@@ -534,6 +534,28 @@ func TestHTTPEscalation(t *testing.T) {
 				t.Errorf("%s: asked %d times, want 1 (no question after a no)", name, a.count())
 			}
 		}
+		// One question at a time: while the human thinks about one call,
+		// a concurrent outside call is refused without a question.
+		slow := &approver{action: mcp.ElicitationResponseActionAccept, approve: true}
+		slowHandle := func(ctx context.Context, r mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+			time.Sleep(1500 * time.Millisecond)
+			return slow.handle(ctx, r)
+		}
+		sc := srv.mustConnect(t, clientOpts{elicitation: slowHandle})
+		var first *mcp.CallToolResult
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			first, _ = callCtx(context.Background(), sc, "read_file", map[string]any{"path": "../sibling/notes"})
+		}()
+		time.Sleep(500 * time.Millisecond)
+		if r := sc.call(t, "read_file", map[string]any{"path": "../sibling/notes"}); !denied(t, r, "outside-roots") {
+			t.Errorf("a concurrent outside call proceeded while a question was pending: %s", text(r))
+		}
+		<-done
+		if first == nil || first.IsError || slow.count() != 1 {
+			t.Errorf("the pending question: asked %d times, first result %v", slow.count(), first)
+		}
 		// A client without elicitation: the denial is final.
 		plain := srv.mustConnect(t, clientOpts{})
 		if r := plain.call(t, "read_file", map[string]any{"path": "../sibling/notes"}); !denied(t, r, "outside-roots") {
