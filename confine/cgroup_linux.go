@@ -137,14 +137,17 @@ func inCgroup(pid int, dir string) bool {
 	return false
 }
 
-// removePidsCgroup removes a spawn's cgroup once its processes are gone
-// (the kernel may take a moment to release the last exited task).
+// removePidsCgroup removes a cgroup once its processes are gone: the
+// kernel may take a while to release the last exited task (hundreds of
+// killed processes under load), so it retries with backoff for up to 10 s.
 func removePidsCgroup(dir string) {
-	for i := 0; i < 50; i++ {
-		if err := unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
+	deadline := time.Now().Add(10 * time.Second)
+	for wait := 2 * time.Millisecond; ; wait = min(wait*2, 200*time.Millisecond) {
+		err := unix.Rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
 			return
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(wait)
 	}
 }
 
@@ -181,19 +184,23 @@ func newSpawner(max int64) (*spawner, error) {
 	sp := &spawner{dir: dir, reqs: make(chan spawnReq), done: make(chan struct{})}
 	ready := make(chan error, 1)
 	go func() {
-		defer close(sp.done)
 		runtime.LockOSThread()
-		if err := os.WriteFile(filepath.Join(dir, "tasks"), []byte(strconv.Itoa(unix.Gettid())), 0); err != nil {
-			runtime.UnlockOSThread() // never moved: the thread may serve others again
-			ready <- fmt.Errorf("move the spawner thread: %w", err)
+		if unix.Gettid() != unix.Getpid() {
+			sp.serve(ready)
 			return
 		}
-		ready <- nil
-		// Returning while locked ends the thread (it lives in the
-		// session's cgroup and must not go back to the runtime's pool).
-		for r := range sp.reqs {
-			r.err <- r.cmd.Start()
-		}
+		// The main thread is never terminated (a locked goroutine that
+		// ends on it only parks it), so it must not be the one moved into
+		// the cgroup: hold it while another goroutine, which therefore
+		// cannot be scheduled here, locks a thread of its own.
+		locked := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(locked)
+			sp.serve(ready)
+		}()
+		<-locked
+		runtime.UnlockOSThread()
 	}()
 	if err := <-ready; err != nil {
 		<-sp.done
@@ -201,6 +208,23 @@ func newSpawner(max int64) (*spawner, error) {
 		return nil, err
 	}
 	return sp, nil
+}
+
+// serve runs on a locked thread that is not the main thread: it moves the
+// thread into the cgroup and starts commands until stop. Returning while
+// locked ends the thread (it lives in the session's cgroup and must not go
+// back to the runtime's pool).
+func (sp *spawner) serve(ready chan<- error) {
+	defer close(sp.done)
+	if err := os.WriteFile(filepath.Join(sp.dir, "tasks"), []byte(strconv.Itoa(unix.Gettid())), 0); err != nil {
+		runtime.UnlockOSThread() // never moved: the thread may serve others again
+		ready <- fmt.Errorf("move the spawner thread: %w", err)
+		return
+	}
+	ready <- nil
+	for r := range sp.reqs {
+		r.err <- r.cmd.Start()
+	}
 }
 
 // start starts cmd from the spawner's thread.
