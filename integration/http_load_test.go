@@ -143,6 +143,19 @@ func TestHTTPLoad(t *testing.T) {
 		if len(parent) > 0 {
 			t.Errorf("scratch or bridge directories left: %v", parent)
 		}
+		// A root server's pids cgroups (one per session, one per spawn)
+		// go with their sessions.
+		cgroups := func() (left []string) {
+			for _, n := range entries("/sys/fs/cgroup/pids/evener-mcp") {
+				if strings.HasPrefix(n, strconv.Itoa(pid)+"-") {
+					left = append(left, n)
+				}
+			}
+			return left
+		}
+		if !waitFor(15*time.Second, func() bool { return len(cgroups()) == 0 }) {
+			t.Errorf("pids cgroups left: %v", cgroups())
+		}
 
 		// Memory per idle session, on a fresh server (the load's garbage
 		// would blur it): RSS after one warm-up session, then with 100
