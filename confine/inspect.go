@@ -215,8 +215,12 @@ func inspectGit(p *Policy, l *Layout, workdir string) error {
 	if gitDir == "" {
 		// No repository at or above the worktree: pin an empty read-only
 		// .git so a `git init` with planted hooks cannot appear where the
-		// user's own git will later run them.
-		l.PinAbsentGit = filepath.Join(wt, ".git")
+		// user's own git will later run them. A worktree this user cannot
+		// write needs no pin (nothing can be planted there), and bwrap
+		// could not create the mount point in it.
+		if canWrite(wt) {
+			l.PinAbsentGit = filepath.Join(wt, ".git")
+		}
 		return nil
 	}
 	if gitlink != "" {

@@ -48,3 +48,6 @@ func reachableWithoutCaps(path string, isDir bool) bool {
 	}
 	return allowed(path, 0o4)
 }
+
+// canWrite reports whether this process may create entries in dir.
+func canWrite(dir string) bool { return unix.Access(dir, unix.W_OK) == nil }
