@@ -813,3 +813,37 @@ func TestSessionPidsCgroup(t *testing.T) {
 		t.Errorf("the session cgroup %s survives the session (tasks: %q)", cg, tasks)
 	}
 }
+
+// TestHTTPDefaultTmp: with the usual TMPDIR (/tmp), where each sandbox's
+// private /tmp covers the server's scratch parent, sessions still get their
+// scratch and their network, and nothing is left in /tmp.
+func TestHTTPDefaultTmp(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		e.extra = append(e.extra, "TMPDIR=/tmp")
+		before := map[string]bool{}
+		for _, n := range entries("/tmp") {
+			before[n] = true
+		}
+		srv := e.serve(t, "--sandbox", "workspace-write")
+		a := srv.mustConnect(t, clientOpts{})
+		b := srv.mustConnect(t, clientOpts{})
+		out := a.shellOut(t, `echo scratch=$TMPDIR; echo x > "$TMPDIR/a-file" && cat "$TMPDIR/a-file"; ls -A "$(dirname "$TMPDIR")"; echo proxy=$HTTP_PROXY`)
+		if !strings.Contains(out, "scratch=/tmp/evs-") || !strings.Contains(out, "\nx\n") || !strings.Contains(out, "proxy=http://") {
+			t.Errorf("session a under /tmp:\n%s", out)
+		}
+		scrB := strings.TrimSpace(b.shellOut(t, "echo $TMPDIR"))
+		if strings.Contains(out, filepath.Base(scrB)) {
+			t.Errorf("a sees b's scratch:\n%s", out)
+		}
+		if r := b.call(t, "write_file", map[string]any{"path": filepath.Join(scrB, "b-file"), "content": "y"}); r.IsError {
+			t.Errorf("b's file tools cannot write its scratch: %s", text(r))
+		}
+		srv.stop(t)
+		for _, n := range entries("/tmp") {
+			if !before[n] && (strings.HasPrefix(n, "evs-") || strings.HasPrefix(n, "evener-")) {
+				t.Errorf("left in /tmp: %s", n)
+			}
+		}
+	})
+}
