@@ -847,3 +847,24 @@ func TestHTTPDefaultTmp(t *testing.T) {
 		}
 	})
 }
+
+// TestStdioNarrowing: over stdio too, a client may narrow its session at
+// initialise (the hub swaps the session made at start for the narrowed
+// one); the instructions and a second startup line say so. Widening is
+// refused by the same code as over HTTP (TestHTTPNarrowing).
+func TestStdioNarrowing(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		caps := &mcp.ClientCapabilities{Experimental: map[string]any{"evener-mcp/session": map[string]any{"sandbox": "restricted"}}}
+		m := e.mcpWith(t, []client.ClientOption{}, caps, "--sandbox", "workspace-write", "--sandbox-net", "off")
+		if r := m.call(t, "read_file", map[string]any{"path": "../sibling/notes"}); !denied(t, r, "outside-roots") {
+			t.Errorf("the narrowed stdio session read the sibling: %s", text(r))
+		}
+		if !strings.Contains(m.init.Instructions, "sandbox: restricted") {
+			t.Errorf("the instructions are not the narrowed session's:\n%s", m.init.Instructions)
+		}
+		if !waitFor(5*time.Second, func() bool { return strings.Contains(m.stderr.String(), "restricted") && strings.Contains(m.stderr.String(), "narrowed by the client") }) {
+			t.Errorf("stderr does not say the session was narrowed:\n%s", m.stderr.String())
+		}
+	})
+}
