@@ -17,20 +17,7 @@ var seatbeltHost = HostReport{OS: "darwin", SandboxExec: SeatbeltExec}
 // a Mac (/private/tmp/x, twin /tmp/x).
 func newSBFixture(t *testing.T) fixture {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "evener-sb-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	root, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := fixture{root: root, home: filepath.Join(root, "home"), work: filepath.Join(root, "work"), scratch: filepath.Join(root, "scratch")}
-	for _, d := range []string{f.home, f.work, f.scratch} {
-		mustMkdir(t, d)
-	}
-	return f
+	return newFixtureUnder(t, "/tmp")
 }
 
 // sbReplacer maps the fixture's root, under each of its spellings, to
