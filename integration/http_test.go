@@ -863,7 +863,9 @@ func TestStdioNarrowing(t *testing.T) {
 		if !strings.Contains(m.init.Instructions, "sandbox: restricted") {
 			t.Errorf("the instructions are not the narrowed session's:\n%s", m.init.Instructions)
 		}
-		if !waitFor(5*time.Second, func() bool { return strings.Contains(m.stderr.String(), "restricted") && strings.Contains(m.stderr.String(), "narrowed by the client") }) {
+		if !waitFor(5*time.Second, func() bool {
+			return strings.Contains(m.stderr.String(), "restricted") && strings.Contains(m.stderr.String(), "narrowed by the client")
+		}) {
 			t.Errorf("stderr does not say the session was narrowed:\n%s", m.stderr.String())
 		}
 	})
