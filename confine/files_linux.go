@@ -820,40 +820,20 @@ func validChildName(name string) bool {
 // described by fstatat(AT_SYMLINK_NOFOLLOW). Children whose real location
 // is masked are omitted. truncated says more children were left out.
 func (d *Dir) Entries(max int) ([]DirEntry, bool, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.fd < 0 {
-		return nil, false, errFileAccessClosed
-	}
-	dents, truncated, err := d.readDirents()
-	if err != nil {
-		return nil, false, err
-	}
-	var ds *denyState
-	if d.fa.mode != ModeOff {
-		ds = d.fa.denyNow()
-	}
-	out := make([]DirEntry, 0, len(dents))
-	for _, de := range dents {
-		name := de.name
-		if max > 0 && len(out) >= max {
-			truncated = true // the remaining names were left out
-			break
-		}
+	return d.list(max, func(de dirent, ds *denyState) (DirEntry, bool) {
 		var st unix.Stat_t
-		if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			continue // vanished since it was listed
+		if err := unix.Fstatat(d.fd, de.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return DirEntry{}, false // vanished since it was listed
 		}
-		if ds != nil && (ds.deniedClean(joinClean(d.real, name)) || ds.deniedStat(&st)) {
-			continue
+		if ds != nil && (ds.deniedClean(joinClean(d.real, de.name)) || ds.deniedStat(&st)) {
+			return DirEntry{}, false
 		}
-		e := DirEntry{Name: name, Kind: kindFromUnix(st.Mode), Size: st.Size, Mode: fileModeFromUnix(st.Mode)}
+		e := DirEntry{Name: de.name, Kind: kindFromUnix(st.Mode), Size: st.Size, Mode: fileModeFromUnix(st.Mode)}
 		if e.Kind == PathSymlink {
-			e.Target = readlinkAt(d.fd, name)
+			e.Target = readlinkAt(d.fd, de.name)
 		}
-		out = append(out, e)
-	}
-	return out, truncated, nil
+		return e, true
+	})
 }
 
 const childResolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
@@ -864,27 +844,9 @@ const childResolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESO
 // file is judged again, by identity, when it is opened. Denylisted names
 // are omitted as in Entries.
 func (d *Dir) Names(max int) ([]DirEntry, bool, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.fd < 0 {
-		return nil, false, errFileAccessClosed
-	}
-	dents, truncated, err := d.readDirents()
-	if err != nil {
-		return nil, false, err
-	}
-	var ds *denyState
-	if d.fa.mode != ModeOff {
-		ds = d.fa.denyNow()
-	}
-	out := make([]DirEntry, 0, len(dents))
-	for _, de := range dents {
-		if max > 0 && len(out) >= max {
-			truncated = true
-			break
-		}
+	return d.list(max, func(de dirent, ds *denyState) (DirEntry, bool) {
 		if ds != nil && ds.deniedClean(joinClean(d.real, de.name)) {
-			continue
+			return DirEntry{}, false
 		}
 		e := DirEntry{Name: de.name, Size: -1}
 		switch de.typ {
@@ -897,13 +859,41 @@ func (d *Dir) Names(max int) ([]DirEntry, bool, error) {
 		case unix.DT_UNKNOWN:
 			var st unix.Stat_t
 			if unix.Fstatat(d.fd, de.name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-				continue
+				return DirEntry{}, false
 			}
 			e.Kind, e.Size = kindFromUnix(st.Mode), st.Size
 		default:
 			e.Kind = PathOther
 		}
-		out = append(out, e)
+		return e, true
+	})
+}
+
+// list reads the directory and keeps up to max children that describe
+// accepts (ds is the current denylist, nil in mode off).
+func (d *Dir) list(max int, describe func(de dirent, ds *denyState) (DirEntry, bool)) ([]DirEntry, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fd < 0 {
+		return nil, false, errFileAccessClosed
+	}
+	dents, truncated, err := d.readDirents()
+	if err != nil {
+		return nil, false, err
+	}
+	var ds *denyState
+	if d.fa.mode != ModeOff {
+		ds = d.fa.denyNow()
+	}
+	out := make([]DirEntry, 0, len(dents))
+	for _, de := range dents {
+		if max > 0 && len(out) >= max {
+			truncated = true // the remaining names were left out
+			break
+		}
+		if e, ok := describe(de, ds); ok {
+			out = append(out, e)
+		}
 	}
 	return out, truncated, nil
 }
