@@ -292,29 +292,28 @@ func refuseSessionless(w http.ResponseWriter, body []byte, version string) {
 		ID json.RawMessage `json:"id"`
 	}
 	_ = json.Unmarshal(body, &m)
-	id := any(nil)
+	var id any
 	if len(m.ID) > 0 {
 		id = m.ID
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"jsonrpc": "2.0", "id": id,
-		"error": map[string]any{
-			"code":    mcp.UNSUPPORTED_PROTOCOL_VERSION,
-			"message": fmt.Sprintf("protocol revision %s is sessionless: %v", version, errSessionless),
-			"data":    map[string]any{"supported": mcp.LegacyProtocolVersions(), "requested": version},
-		},
-	})
+	writeRPCErrorWith(w, http.StatusBadRequest, id, mcp.UNSUPPORTED_PROTOCOL_VERSION,
+		fmt.Sprintf("protocol revision %s is sessionless: %v", version, errSessionless),
+		map[string]any{"supported": mcp.LegacyProtocolVersions(), "requested": version})
 }
 
+// writeRPCError answers a request the transport never saw (no id known).
 func writeRPCError(w http.ResponseWriter, status int, msg string) {
+	writeRPCErrorWith(w, status, nil, mcp.INVALID_REQUEST, msg, nil)
+}
+
+func writeRPCErrorWith(w http.ResponseWriter, status int, id any, code int, msg string, data any) {
+	e := map[string]any{"code": code, "message": msg}
+	if data != nil {
+		e["data"] = data
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"jsonrpc": "2.0", "id": nil,
-		"error": map[string]any{"code": mcp.INVALID_REQUEST, "message": msg},
-	})
+	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id, "error": e})
 }
 
 // idManager mints unguessable session ids (they are capabilities: whoever

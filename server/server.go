@@ -17,6 +17,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -111,7 +112,7 @@ func parseNarrowing(caps mcp.ClientCapabilities) (n Narrowing, ok bool, err erro
 	if err != nil {
 		return n, true, err
 	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&n); err != nil {
 		return n, true, fmt.Errorf("capabilities.experimental[%q]: %w", NarrowingCapability, err)
