@@ -26,6 +26,8 @@ import (
 //	clone3:                jeq nr ? next : skip 1 ; ret ENOSYS
 //	per argument rule:     jeq nr ? next : skip block ; ld arg ; [and mask] ;
 //	                       tests... -> ret onMatch ; ret otherwise
+//	socket, socketpair:    jeq nr ? next : skip block ; ld domain ; family
+//	                       tests ; ld protocol ; protocol tests ; returns
 //	ret ALLOW
 //
 // Every argument rule ends in a return, so the accumulator never has to be
@@ -193,6 +195,50 @@ var argRulesCommon = []argRule{
 
 var clone3Nr = syscallNr{"clone3", unix.SYS_CLONE3}
 
+// Socket families (THREATS.md, "Socket families the network namespace does
+// not cover"): socket(2) and socketpair(2) may create AF_UNIX, AF_INET and
+// AF_INET6 sockets, and netlink sockets of the routing protocol only (what
+// getifaddrs and `ip` use). Everything else (AF_VSOCK reaching a VM's host,
+// AF_ALG, AF_KEY, AF_TIPC, AF_PACKET, every other netlink protocol) fails
+// with EAFNOSUPPORT, as from a kernel built without it; MPTCP (AF_INET or
+// AF_INET6 with IPPROTO_MPTCP) with EPROTONOSUPPORT, on which Go and glibc
+// users fall back to TCP. Both syscalls take (domain, type, protocol).
+var socketSyscalls = []syscallNr{
+	{"socket", unix.SYS_SOCKET},
+	{"socketpair", unix.SYS_SOCKETPAIR},
+}
+
+const (
+	retEAFNOSUPPORT    = unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT)
+	retEPROTONOSUPPORT = unix.SECCOMP_RET_ERRNO | uint32(unix.EPROTONOSUPPORT)
+	ipprotoMPTCP       = 262 // IPPROTO_MPTCP (include/uapi/linux/in.h)
+)
+
+// socketFamiliesLabel is how SeccompDenied reports the socket rules.
+const socketFamiliesLabel = "(family not AF_UNIX|AF_INET|AF_INET6|AF_NETLINK/NETLINK_ROUTE; IPPROTO_MPTCP)"
+
+// socketRule is the code for one of socketSyscalls, entered with the
+// syscall number in the accumulator: it returns for that syscall and falls
+// through for every other. Only the low 32 bits of domain and protocol are
+// read: the kernel takes both as int.
+func socketRule(s syscallNr) []bpf.Instruction {
+	body := []bpf.Instruction{
+		/* 0 */ bpf.LoadAbsolute{Off: seccompDataArgs, Size: 4}, // domain
+		/* 1 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AF_UNIX, SkipTrue: 9}, // -> 11 allow
+		/* 2 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AF_INET, SkipTrue: 4}, // -> 7 inet
+		/* 3 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AF_INET6, SkipTrue: 3}, // -> 7 inet
+		/* 4 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AF_NETLINK, SkipFalse: 4}, // -> 5 netlink, else 9
+		/* 5 */ bpf.LoadAbsolute{Off: seccompDataArgs + 8*2, Size: 4}, // protocol
+		/* 6 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.NETLINK_ROUTE, SkipTrue: 4, SkipFalse: 3}, // -> 11 or 10
+		/* 7 */ bpf.LoadAbsolute{Off: seccompDataArgs + 8*2, Size: 4}, // protocol
+		/* 8 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: ipprotoMPTCP, SkipTrue: 1, SkipFalse: 2}, // -> 10 or 11
+		/* 9 */ bpf.RetConstant{Val: retEAFNOSUPPORT},
+		/* 10 */ bpf.RetConstant{Val: retEPROTONOSUPPORT},
+		/* 11 */ bpf.RetConstant{Val: retAllow},
+	}
+	return append([]bpf.Instruction{bpf.JumpIf{Cond: bpf.JumpEqual, Val: s.nr, SkipFalse: uint8(len(body))}}, body...)
+}
+
 // denyTree returns code that answers EPERM when the syscall number in the
 // accumulator is one of nrs (sorted, unique) and otherwise falls through to
 // the instruction after it. It is a binary search over the numbers, so an
@@ -262,6 +308,9 @@ func seccompInstructions() []bpf.Instruction {
 		p = append(p, bpf.JumpIf{Cond: bpf.JumpEqual, Val: r.sys.nr, SkipFalse: uint8(len(body))})
 		p = append(p, body...)
 	}
+	for _, s := range socketSyscalls {
+		p = append(p, socketRule(s)...)
+	}
 	return append(p, bpf.RetConstant{Val: retAllow})
 }
 
@@ -309,6 +358,9 @@ func SeccompDenied() []string {
 	names = append(names, "clone3(ENOSYS)")
 	for _, r := range slices.Concat(argRulesCommon, argRulesArch) {
 		names = append(names, r.label)
+	}
+	for _, s := range socketSyscalls {
+		names = append(names, s.name+socketFamiliesLabel)
 	}
 	if seccompX32Bit != 0 {
 		names = append(names, "x32 ABI")
