@@ -134,10 +134,31 @@ func structured(t *testing.T, r *mcp.CallToolResult) map[string]any {
 	return m
 }
 
-// denied reports whether r is a typed denial with the given rule.
+// denial decodes the typed denial a result carries in
+// _meta["evener-mcp/denial"] (nil when none).
+func denial(t *testing.T, r *mcp.CallToolResult) map[string]any {
+	t.Helper()
+	if r.Meta == nil {
+		return nil
+	}
+	b, err := json.Marshal(r.Meta.AdditionalFields["evener-mcp/denial"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+// denied reports whether r is a typed denial with the given rule. A denial
+// never carries structured content: strict clients validate it against the
+// tool's output schema, which describes a success.
 func denied(t *testing.T, r *mcp.CallToolResult, rule string) bool {
 	t.Helper()
-	s := structured(t, r)
+	s := denial(t, r)
+	if r.IsError && s != nil && r.StructuredContent != nil {
+		t.Errorf("a denial carries structured content, which strict clients reject: %v", r.StructuredContent)
+	}
 	return r.IsError && s["denied"] == true && (rule == "" || s["rule"] == rule)
 }
 

@@ -30,6 +30,7 @@ type guardedReader struct {
 	in  *bufio.Reader
 	out *syncWriter
 	buf bytes.Buffer // what is ready to hand to mcp-go
+	id  []byte       // the id of the last oversized message, when found
 }
 
 func newGuardedReader(r io.Reader, w *syncWriter) *guardedReader {
@@ -57,24 +58,146 @@ func (g *guardedReader) Read(p []byte) (int, error) {
 	return g.buf.Read(p)
 }
 
-// readLine reads one line, keeping at most MaxMessageBytes of it.
+// readLine reads one line, keeping at most MaxMessageBytes of it. Past
+// that it keeps a short prefix and streams the rest through an idScan, so
+// the refusal can carry the request's id wherever in the message it stands
+// (clients put it last as often as first).
 func (g *guardedReader) readLine() ([]byte, bool, error) {
 	var line []byte
 	tooBig := false
+	g.id = nil
+	var scan idScan
 	for {
 		chunk, err := g.in.ReadSlice('\n')
-		if !tooBig {
-			if len(line)+len(chunk) > MaxMessageBytes {
-				tooBig = true
-				line = line[:min(len(line), 4096)] // keep a prefix to find the id
-			} else {
-				line = append(line, chunk...)
-			}
+		switch {
+		case tooBig:
+			scan.feed(chunk)
+		case len(line)+len(chunk) > MaxMessageBytes:
+			tooBig = true
+			scan.feed(line)
+			scan.feed(chunk)
+			line = line[:min(len(line), 4096)]
+		default:
+			line = append(line, chunk...)
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
+		if tooBig {
+			g.id = scan.id
+		}
 		return bytes.TrimRight(line, "\r\n"), tooBig, err
+	}
+}
+
+// idScan finds the top-level "id" member of a JSON-RPC message as its
+// bytes stream past, keeping nothing else. A value that is not a number,
+// a string of at most 200 bytes or null is ignored.
+type idScan struct {
+	depth     int
+	inStr     bool
+	esc       bool
+	expectKey bool   // the next string at depth 1 is a member name
+	inKey     bool   // reading a member name at depth 1
+	key       []byte // that name, up to 8 bytes
+	keyLong   bool
+	capturing bool // reading the value of the top-level "id"
+	val       []byte
+	id        []byte // the id found, nil for none
+}
+
+func (s *idScan) feed(p []byte) {
+	for _, b := range p {
+		s.step(b)
+	}
+}
+
+func (s *idScan) step(b byte) {
+	if s.id != nil {
+		return
+	}
+	if s.inStr {
+		switch {
+		case s.esc:
+			s.esc = false
+		case b == '\\':
+			s.esc = true
+		case b == '"':
+			s.inStr = false
+		}
+		if s.capturing {
+			s.keep(b)
+		}
+		if s.inKey {
+			if !s.inStr {
+				s.inKey = false
+			} else if len(s.key) < 8 {
+				s.key = append(s.key, b)
+			} else {
+				s.keyLong = true
+			}
+		}
+		return
+	}
+	switch b {
+	case '"':
+		s.inStr = true
+		if s.depth == 1 && s.expectKey {
+			s.inKey, s.expectKey, s.key, s.keyLong = true, false, s.key[:0], false
+		} else if s.capturing {
+			s.keep(b)
+		}
+	case '{', '[':
+		s.depth++
+		s.capturing = false // an object or array is no id
+		s.expectKey = s.depth == 1 && b == '{'
+	case '}', ']':
+		if s.depth == 1 {
+			s.finish()
+		}
+		s.depth--
+	case ':':
+		if s.depth == 1 && string(s.key) == "id" && !s.keyLong {
+			s.capturing, s.val = true, s.val[:0]
+		}
+		s.key = s.key[:0]
+	case ',':
+		if s.depth == 1 {
+			s.finish()
+			s.expectKey = true
+		}
+	case ' ', '\t', '\r', '\n':
+	default:
+		if s.capturing {
+			s.keep(b)
+		}
+	}
+}
+
+func (s *idScan) keep(b byte) {
+	if len(s.val) > 200 {
+		s.capturing = false
+		return
+	}
+	s.val = append(s.val, b)
+}
+
+func (s *idScan) finish() {
+	if !s.capturing {
+		return
+	}
+	s.capturing = false
+	v := s.val
+	if len(v) == 0 {
+		return
+	}
+	var probe any
+	if json.Unmarshal(v, &probe) != nil {
+		return
+	}
+	switch probe.(type) {
+	case float64, string, nil:
+		s.id = append([]byte(nil), v...)
 	}
 }
 
@@ -160,7 +283,9 @@ func (g *guardedReader) reject(line []byte, msg string) {
 		ID json.RawMessage `json:"id"`
 	}
 	id := json.RawMessage("null")
-	if json.Unmarshal(line, &probe) == nil {
+	if g.id != nil {
+		id = g.id
+	} else if json.Unmarshal(line, &probe) == nil {
 		if len(probe.ID) > 0 && len(probe.ID) < 200 {
 			id = probe.ID
 		}

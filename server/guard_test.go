@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -92,6 +93,74 @@ func FuzzCheckJSON(f *testing.F) {
 		}
 		if err := checkJSON(canon); err != nil && !strings.Contains(err.Error(), "nested deeper") {
 			t.Fatalf("refused %q (from %q): %v", canon, b, err)
+		}
+	})
+}
+
+// TestGuardedReaderOversizedIDLast: the TypeScript SDK writes a request's
+// id after its params, so the id of an oversized request stands at its
+// end; the refusal must still carry it (a client otherwise waits for its
+// own timeout).
+func TestGuardedReaderOversizedIDLast(t *testing.T) {
+	body := `{"method":"tools/call","params":{"name":"write_file","arguments":{"path":"a","content":"` + strings.Repeat("z", MaxMessageBytes+10) + `","id":999}},"jsonrpc":"2.0","id":"req-9"}`
+	var out bytes.Buffer
+	_, _ = io.ReadAll(newGuardedReader(strings.NewReader(body+"\n"), &syncWriter{w: &out}))
+	if !strings.Contains(out.String(), `"id":"req-9"`) {
+		t.Errorf("oversized message with its id last not answered with that id: %q", out.String())
+	}
+}
+
+func TestIDScan(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"jsonrpc":"2.0","id":5,"method":"x"}`, `5`},
+		{`{"method":"x","params":{"id":3,"a":[{"id":4}]},"id":"abc"}`, `"abc"`},
+		{`{"params":{"s":"\"id\":7,"},"id":-12}`, `-12`},
+		{`{"params":{"id":1}}`, ``},
+		{`{"idx":1,"xid":2}`, ``},
+		{`{"id":{"a":1}}`, ``},
+		{`{"id":[1]}`, ``},
+		{`{"id":null}`, `null`},
+		{`{"id" : "a\"b" }`, `"a\"b"`},
+		{`{"method":"x","id":1e3}`, `1e3`},
+		{`{"id":tru}`, ``},
+		{`[{"id":1}]`, ``},
+	} {
+		var s idScan
+		s.feed([]byte(c.in))
+		if string(s.id) != c.want {
+			t.Errorf("%s: id %q, want %q", c.in, s.id, c.want)
+		}
+	}
+}
+
+// FuzzIDScan: never panics, and whatever id it finds is the one the
+// decoder reads as the top-level "id" of a valid object.
+func FuzzIDScan(f *testing.F) {
+	for _, s := range []string{`{"id":1}`, `{"a":{"id":2},"id":"x"}`, `{"id":"\\"}`, `{"i\u0064":3}`, `{"id":1,"id":2}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var s idScan
+		s.feed(b)
+		if s.id == nil || checkJSON(b) != nil {
+			return
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal(b, &m) != nil {
+			return
+		}
+		if got, ok := m["id"]; ok && string(got) != string(s.id) {
+			// Escaped spellings of "id" are the decoder's business; the
+			// scanner answers only the literal key.
+			if !bytes.Contains(b, []byte(`"id"`)) {
+				return
+			}
+			var a, b2 any
+			_ = json.Unmarshal(got, &a)
+			_ = json.Unmarshal(s.id, &b2)
+			if fmt.Sprint(a) != fmt.Sprint(b2) {
+				t.Fatalf("%q: scanned id %s, decoder %s", b, s.id, got)
+			}
 		}
 	})
 }

@@ -145,9 +145,7 @@ func (h *sessionHooks) end(ctx context.Context) {
 // denial is the typed refusal the model reads when a hook stopped a call.
 func (h *sessionHooks) denial(tool, text string) *mcp.CallToolResult {
 	mode := string(h.s.Launcher.Policy().Mode())
-	res := mcp.NewToolResultStructured(tools.Denial{Denied: true, Tool: tool, Mode: mode, Rule: HookRule}, text)
-	res.IsError = true
-	return res
+	return tools.DenialResult(tools.Denial{Denied: true, Tool: tool, Mode: mode, Rule: HookRule}, text)
 }
 
 // audit writes one record per hook run.

@@ -53,6 +53,11 @@ type Hub struct {
 	refused []string
 	single  *Session // the one session of a stdio server
 	closed  bool
+	// stdout is a stdio server's output, where a call's notifications are
+	// written before its result (notify.go); nil over HTTP.
+	stdout *syncWriter
+	// streams counts the HTTP sessions' open GET streams (notify.go).
+	streams streams
 }
 
 // newHub builds the MCP server. With stdio set the hub has exactly one
@@ -62,6 +67,7 @@ type Hub struct {
 func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, error) {
 	o.said = new(sync.Map)
 	h := &Hub{o: o, stdio: stdio, maxSess: maxSessions, sessions: map[string]*Session{}}
+	h.o.notify = h.notify
 	instructions := ""
 	if stdio {
 		s, err := h.open(ctx, Narrowing{}, "stdio")
@@ -471,7 +477,9 @@ func (h *Hub) escalate(ctx context.Context, s *Session, name string, req mcp.Cal
 	if res == nil || !res.IsError || !slices.Contains(escalatable, name) || s.Files == nil {
 		return res
 	}
-	den, ok := res.StructuredContent.(tools.Denial)
+	// Only the outside-roots rule may be approved: a symlink, masked,
+	// git-protected or invalid path is final and never asks.
+	den, ok := tools.DenialOf(res)
 	if !ok || den.Rule != confine.RuleOutside {
 		return res
 	}

@@ -70,6 +70,9 @@ type Options struct {
 	Started func(string)
 
 	said *sync.Map // warnOnce's memory, shared by the copies of one server's Options
+	// notify sends a notification about the call in ctx ahead of its
+	// result (the hub's; notify.go).
+	notify func(ctx context.Context, method string, params map[string]any)
 }
 
 func (o Options) warn(format string, args ...any) {
@@ -328,7 +331,7 @@ func (s *Session) start(ctx context.Context, transport string) {
 
 // deps are the tools' dependencies on this session.
 func (s *Session) deps(files *confine.FileAccess) tools.Deps {
-	return tools.Deps{Policy: s.Policy, Session: s.Launcher, Files: files, Audit: s.Audit, Caps: s.o.Caps,
+	return tools.Deps{Policy: s.Policy, Session: s.Launcher, Files: files, Audit: s.Audit, Caps: s.o.Caps, Notify: s.o.notify,
 		NetViolations: func(from, to time.Time) []tools.Violation {
 			var out []tools.Violation
 			for _, v := range s.Egress.Between(from, to) {

@@ -18,6 +18,7 @@ func RunStdio(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer)
 	}
 	defer h.closeAll()
 	out := &syncWriter{w: stdout}
+	h.stdout = out
 	stdio := mcpserver.NewStdioServer(h.srv)
 	err = stdio.Listen(ctx, newGuardedReader(stdin, out), out)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {

@@ -81,7 +81,7 @@ func Shell(d Deps) server.ServerTool {
 		if timeout > d.Caps.ShellMax {
 			timeout = d.Caps.ShellMax
 		}
-		out := newCapture(d.Caps.ShellOutput, progressSink(ctx, req))
+		out := newCapture(d.Caps.ShellOutput, d.progressSink(ctx, req))
 		started := time.Now()
 		res, err := d.Session.Run(ctx, confine.Command{
 			Args:    []string{"bash", "-c", a.Command},
@@ -199,17 +199,23 @@ func (c *capture) result() (string, bool) {
 
 // progressSink sends output chunks as notifications/progress when the
 // client asked for progress on this call.
-func progressSink(ctx context.Context, req mcp.CallToolRequest) func(int64, string) {
+func (d Deps) progressSink(ctx context.Context, req mcp.CallToolRequest) func(int64, string) {
 	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
 		return nil
 	}
-	srv := server.ServerFromContext(ctx)
-	if srv == nil {
-		return nil
+	notify := d.Notify
+	if notify == nil {
+		srv := server.ServerFromContext(ctx)
+		if srv == nil {
+			return nil
+		}
+		notify = func(ctx context.Context, method string, params map[string]any) {
+			_ = srv.SendNotificationToClient(ctx, method, params)
+		}
 	}
 	token := req.Params.Meta.ProgressToken
 	return func(total int64, chunk string) {
-		_ = srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
+		notify(ctx, "notifications/progress", map[string]any{
 			"progressToken": token,
 			"progress":      total,
 			"message":       chunk,

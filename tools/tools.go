@@ -67,6 +67,10 @@ type Deps struct {
 	Files   *confine.FileAccess
 	Audit   Recorder
 	Caps    Caps
+	// Notify sends a notification about the call in ctx (progress) so
+	// that it reaches the client before the call's result; nil sends
+	// through the MCP library's session channel.
+	Notify func(ctx context.Context, method string, params map[string]any)
 	// NetViolations returns the egress refusals recorded in [from, to]
 	// (nil when the session has no network bridge).
 	NetViolations func(from, to time.Time) []Violation
@@ -138,7 +142,14 @@ func cleanJSONError(err error) string {
 	return err.Error()
 }
 
-// Denial is the structured content of a refusal.
+// DenialMetaKey is where a refusal's typed Denial travels: the result's
+// _meta (README, "Denials"). It is not the structured content, because
+// strict clients validate structuredContent against the tool's output
+// schema even on error results, and no tool's output schema describes a
+// refusal.
+const DenialMetaKey = "evener-mcp/denial"
+
+// Denial is the typed, machine-readable form of a refusal.
 type Denial struct {
 	Denied bool   `json:"denied"`
 	Tool   string `json:"tool"`
@@ -155,11 +166,27 @@ func (d Deps) failure(tool string, err error) *mcp.CallToolResult {
 		if d.Audit != nil {
 			d.Audit.Denied(tool, den)
 		}
-		res := mcp.NewToolResultStructured(Denial{Denied: true, Tool: tool, Mode: string(den.Mode), Path: den.Base, Rule: den.Rule}, den.Error())
-		res.IsError = true
-		return res
+		return DenialResult(Denial{Denied: true, Tool: tool, Mode: string(den.Mode), Path: den.Base, Rule: den.Rule}, den.Error())
 	}
 	return mcp.NewToolResultError(err.Error())
+}
+
+// DenialResult is the result of a refusal: isError, one plain sentence for
+// the model, and the typed denial in _meta[DenialMetaKey]. It carries no
+// structuredContent, so it validates against any output schema.
+func DenialResult(d Denial, sentence string) *mcp.CallToolResult {
+	res := mcp.NewToolResultError(sentence)
+	res.Meta = mcp.NewMetaFromMap(map[string]any{DenialMetaKey: d})
+	return res
+}
+
+// DenialOf returns the typed denial a result carries, if any.
+func DenialOf(res *mcp.CallToolResult) (Denial, bool) {
+	if res == nil || res.Meta == nil {
+		return Denial{}, false
+	}
+	d, ok := res.Meta.AdditionalFields[DenialMetaKey].(Denial)
+	return d, ok
 }
 
 // handler adapts a typed handler: decode, run, map failures.
