@@ -47,6 +47,11 @@ type denyState struct {
 	spellings []string            // literal and resolved spellings, absolute
 	hide      string              // FileAccessOptions.HideBeside, real path
 	own       string              // the scratch, the one thing under hide that is not hidden
+	// tempRoots are the real temporary directories where servers make
+	// their scratch (scratchPrefixes): every such entry in them but own
+	// and those holding a root of this access is refused.
+	tempRoots []string
+	keep      []string // real paths of the held roots (workdir, add-dirs)
 	inodes    map[devIno]struct{} // the masked entries and what lies in them (bounded)
 	at        time.Time
 }
@@ -296,6 +301,13 @@ func (fa *FileAccess) computeDeny() *denyState {
 	if fa.scr != nil {
 		st.own = fa.scr.real
 	}
+	if fa.mode != ModeOff {
+		st.tempRoots = scratchTempRoots(fa.pol)
+		st.keep = append(st.keep, fa.wd.real)
+		for _, r := range fa.adds {
+			st.keep = append(st.keep, r.real)
+		}
+	}
 	add := func(s string) {
 		if !slices.Contains(st.spellings, s) {
 			st.spellings = append(st.spellings, s)
@@ -369,10 +381,64 @@ func (st *denyState) deniedClean(p string) bool {
 	if st.hide != "" && withinClean(p, st.hide) && (st.own == "" || !withinClean(p, st.own)) {
 		return true
 	}
+	if st.otherScratch(p) {
+		return true
+	}
 	for _, s := range st.spellings {
 		if withinClean(p, s) {
 			return true
 		}
+	}
+	return false
+}
+
+// scratchPrefixes name what evener-mcp servers create directly in a
+// temporary directory: a stdio session's scratch, an HTTP server's parent
+// of its sessions' scratch, a session's egress bridge sockets (see
+// NewSessionUnder and README "What is enforced").
+var scratchPrefixes = []string{"evener-mcp-", "evs-", "evener-egress-"}
+
+// scratchTempRoots are the real temporary directories a server on this
+// host may make its scratch in: the system ones, the policy's TMPDIR and
+// scratch root, and this process's TMPDIR.
+func scratchTempRoots(p *Policy) []string {
+	var out []string
+	cands := append(tempRoots(p.env), p.ScratchRoot(), os.TempDir())
+	for _, c := range cands {
+		if c == "" || !filepath.IsAbs(c) {
+			continue
+		}
+		for _, sp := range resolvedSpellings(c) {
+			if !slices.Contains(out, sp) {
+				out = append(out, sp)
+			}
+		}
+	}
+	return out
+}
+
+// otherScratch reports whether p lies in another session's or another
+// server's scratch (a directory named by scratchPrefixes directly in a
+// temp root): the shell never sees them (a private /tmp, the server's own
+// parent covered), and the file layer must not either. The access's own
+// scratch, and an entry holding the worktree or an add-dir, stay visible.
+func (st *denyState) otherScratch(p string) bool {
+	for _, r := range st.tempRoots {
+		if len(p) <= len(r)+1 || p[len(r)] != '/' || p[:len(r)] != r {
+			continue
+		}
+		name, _, _ := strings.Cut(p[len(r)+1:], "/")
+		if !slices.ContainsFunc(scratchPrefixes, func(pre string) bool { return strings.HasPrefix(name, pre) }) {
+			continue
+		}
+		entry := p[:len(r)+1+len(name)]
+		if st.own != "" && withinClean(p, st.own) {
+			return false
+		}
+		if slices.ContainsFunc(st.keep, func(k string) bool { return withinClean(k, entry) }) {
+			return false
+		}
+		return true
 	}
 	return false
 }

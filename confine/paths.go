@@ -24,6 +24,13 @@ func DefaultDenylist(home, xdgConfig string) []string {
 		".psql_history", ".mysql_history", ".node_repl_history", ".lesshst", ".password-store",
 		".local/share/keyrings", ".mozilla", ".config/google-chrome", ".config/chromium",
 		".local/state/evener-mcp",
+		// Agent hosts' own credentials (file-exact: the rest of these
+		// directories is the agents' settings, which tools may read).
+		".claude/.credentials.json", ".codex/auth.json",
+		".gemini/oauth_creds.json", ".gemini/mcp-oauth-tokens.json", ".gemini/google_accounts.json",
+		// Cloud, container-VM and build-tool credentials.
+		".config/rclone/rclone.conf", ".docker/desktop", ".colima", ".lima",
+		".m2/settings.xml", ".m2/settings-security.xml", ".gradle/gradle.properties",
 	}
 	out := make([]string, 0, len(rel)+4)
 	for _, r := range rel {
@@ -34,7 +41,8 @@ func DefaultDenylist(home, xdgConfig string) []string {
 			filepath.Join(xdgConfig, "evener"),
 			filepath.Join(xdgConfig, "evener-mcp"),
 			filepath.Join(xdgConfig, "gcloud"),
-			filepath.Join(xdgConfig, "gh"))
+			filepath.Join(xdgConfig, "gh"),
+			filepath.Join(xdgConfig, "rclone", "rclone.conf"))
 	}
 	return out
 }
@@ -61,6 +69,17 @@ var DaemonSockets = PseudoDenylist[5:]
 var ProcMasks = []string{
 	// Readable by kernel uid 0: keys it can view, kernel timers.
 	"/proc/keys", "/proc/timer_list", "/proc/sched_debug",
+	// Mode 0400 and read by owner alone, so readable by kernel uid 0
+	// without capabilities: kernel heap and vmalloc layout (addresses and
+	// caller symbols), page allocator state.
+	"/proc/slabinfo", "/proc/vmallocinfo", "/proc/pagetypeinfo",
+	// Address maps and page tables, gated today by capabilities or
+	// kptr_restrict, masked in case a host's settings open them.
+	"/proc/kallsyms", "/proc/iomem", "/proc/ioports", "/proc/kpageflags", "/proc/kpagecount",
+	"/proc/kpagecgroup", "/proc/kmsg",
+	// Not in mainline, present on some hosts' kernels: every host
+	// program's CPU use, by name.
+	"/proc/program_cpu",
 	// Refused without capabilities at open, masked in case a kernel does not.
 	"/proc/kcore", "/proc/sysrq-trigger",
 }

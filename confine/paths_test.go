@@ -184,7 +184,12 @@ func TestDenylistDefaults(t *testing.T) {
 	// Spec 000 "The denylist", then THREATS.md "Secrets".
 	spec000 := []string{".ssh", ".aws", ".config/gcloud", ".netrc", ".config/evener", ".gnupg", ".docker/config.json", ".kube", ".git-credentials"}
 	threats := []string{".npmrc", ".pypirc", ".config/gh", ".cargo/credentials.toml", ".pgpass", ".vault-token",
-		".bash_history", ".zsh_history", ".local/share/fish/fish_history"}
+		".bash_history", ".zsh_history", ".local/share/fish/fish_history",
+		// Issue 13 item 10: agent hosts' own credentials, cloud, VM and
+		// build-tool credentials.
+		".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json",
+		".config/rclone/rclone.conf", ".docker/desktop", ".colima", ".lima", ".m2/settings.xml",
+		".gradle/gradle.properties", ".terraform.d/credentials.tfrc.json", ".password-store"}
 	tests := []struct {
 		Name     string
 		XDG      string
