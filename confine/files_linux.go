@@ -47,13 +47,13 @@ type denyState struct {
 	spellings []string            // literal and resolved spellings, absolute
 	hide      string              // FileAccessOptions.HideBeside, real path
 	own       string              // the scratch, the one thing under hide that is not hidden
+	inodes    map[devIno]struct{} // the masked entries and what lies in them (bounded)
+	at        time.Time
 	// tempRoots are the real temporary directories where servers make
 	// their scratch (scratchPrefixes): every such entry in them but own
 	// and those holding a root of this access is refused.
 	tempRoots []string
 	keep      []string // real paths of the held roots (workdir, add-dirs)
-	inodes    map[devIno]struct{} // the masked entries and what lies in them (bounded)
-	at        time.Time
 }
 
 // FileAccess is the only way a tool touches the filesystem. It holds
