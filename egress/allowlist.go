@@ -13,7 +13,10 @@ package egress
 //     an entry naming that address WITH this port -> deny "private-address"
 //  5. name: no entry matches                     -> deny "not-allowed" (no DNS)
 //     an entry matches the name, not the port    -> deny "port-not-allowed" (no DNS)
-//  6. resolve (ctx-bounded); lookup failure       -> deny "resolve-failed"
+//  6. resolve (ctx-bounded); lookup failure       -> "resolve-failed": not a
+//     policy refusal (the destination is allowed), so the proxies answer it
+//     as a gateway failure (HTTP 502, SOCKS "host unreachable") and report
+//     no violation; see Decision.LookupFailed
 //  7. drop every resolved address on the fixed deny list, and every
 //     non-public one not named literally with this port; none left
 //                                                 -> deny "private-address"
@@ -349,9 +352,16 @@ type Resolver interface {
 	LookupNetIP(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
+// A name under the special-use "invalid" TLD (RFC 6761, section 6.4) is
+// answered "no such host" at once, without a query: it never resolves, so a
+// query could only leak the name. (Tests use it as an allowed name that does
+// not resolve.)
 type defaultResolver struct{}
 
 func (defaultResolver) LookupNetIP(ctx context.Context, host string) ([]netip.Addr, error) {
+	if h := strings.ToLower(strings.TrimSuffix(host, ".")); h == "invalid" || strings.HasSuffix(h, ".invalid") {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
 	return net.DefaultResolver.LookupNetIP(ctx, "ip", host+".")
 }
 
@@ -405,14 +415,25 @@ func (a *Allowlist) Patterns() []string {
 // "resolve-failed", "deny-list:<what>" (metadata, link-local, unspecified,
 // broadcast, multicast, reserved, ipv4-compatible, loopback-name). Reason is
 // one printable line (hosts in it are canonical or %q-quoted).
+//
+// "resolve-failed" is the one !Allow outcome that is not a policy refusal:
+// the allowlist admits the destination but its name did not resolve
+// (LookupFailed). The proxies answer it like an unreachable upstream (HTTP
+// 502, SOCKS5 "host unreachable"), never as a refusal, and report no
+// violation for it.
 type Decision struct {
 	Allow  bool
 	Host   string // canonical host
 	Port   int
 	Addrs  []netip.Addr // when Allow: the checked addresses the proxy must dial (never re-resolve)
 	Rule   string       // the allow pattern that matched, or the deny reason code
-	Reason string       // one line for the 403 header / SOCKS log / violation
+	Reason string       // one line for the 403 header / SOCKS log / violation, or the 502 body
 }
+
+// LookupFailed reports a destination the allowlist admits whose name did not
+// resolve (Rule "resolve-failed"): a failure to reach an allowed host, not a
+// policy refusal.
+func (d Decision) LookupFailed() bool { return !d.Allow && d.Rule == ruleResolveFailed }
 
 func deny(host string, port int, rule, reason string) Decision {
 	return Decision{Host: host, Port: port, Rule: rule, Reason: reason}
@@ -470,10 +491,10 @@ func (a *Allowlist) Decide(ctx context.Context, host string, port int) Decision 
 	}
 	addrs, err := a.resolver.LookupNetIP(ctx, h)
 	if err != nil {
-		return deny(h, port, ruleResolveFailed, oneLine(fmt.Sprintf("%s did not resolve: %v", h, err)))
+		return deny(h, port, ruleResolveFailed, fmt.Sprintf("%s did not resolve (%s)", h, lookupErrorText(err)))
 	}
 	if len(addrs) == 0 {
-		return deny(h, port, ruleResolveFailed, fmt.Sprintf("%s resolved to no address", h))
+		return deny(h, port, ruleResolveFailed, fmt.Sprintf("%s did not resolve (no address)", h))
 	}
 	var ok []netip.Addr
 	firstRefusal := ""
@@ -595,10 +616,21 @@ func containsAddr(list []netip.Addr, a netip.Addr) bool {
 	return false
 }
 
-// oneLine keeps a resolver's error text to one printable line.
-func oneLine(s string) string {
-	q := strconv.Quote(s)
-	return q[1 : len(q)-1]
+// lookupErrorText says why a lookup failed in a few words. A DNS error's
+// full text names the host's DNS server; only its reason is kept.
+func lookupErrorText(err error) string {
+	var de *net.DNSError
+	switch {
+	case errors.As(err, &de) && de.IsNotFound:
+		return "no such host"
+	case errors.As(err, &de) && de.IsTimeout, errors.Is(err, context.DeadlineExceeded):
+		return "lookup timed out"
+	case errors.Is(err, context.Canceled):
+		return "lookup canceled"
+	case errors.As(err, &de) && de.Err != "":
+		return printableASCII(de.Err, 120)
+	}
+	return printableASCII(err.Error(), 120)
 }
 
 // ---- the fixed deny list and address classes ----

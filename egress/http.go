@@ -256,6 +256,15 @@ func (hc *httpClientConn) deny(req *http.Request, via, host string, port int, re
 		"evener-mcp: egress refused "+v.Target+": "+v.Raw+"\n", closeConn)
 }
 
+// unreachable answers an allowed destination the proxy could not reach:
+// 502 or 504, the reason after the status phrase and in the body; not a
+// violation.
+func (hc *httpClientConn) unreachable(req *http.Request, f upstreamFailure, closeConn bool) bool {
+	why := printableASCII(f.why, 300)
+	return hc.replyPhrase(req, f.status, http.StatusText(f.status)+": "+why, nil,
+		"evener-mcp: "+why+"; the destination is allowed: this is not a policy refusal\n", closeConn)
+}
+
 // connect serves CONNECT: decide the authority, dial a checked address,
 // then pump bytes until both sides are done.
 func (hc *httpClientConn) connect(req *http.Request) {
@@ -265,13 +274,17 @@ func (hc *httpClientConn) connect(req *http.Request) {
 		return
 	}
 	d := hc.p.decide(hc.p.ctx, host, port)
+	if d.LookupFailed() {
+		hc.unreachable(req, lookupFailure(d), true)
+		return
+	}
 	if !d.Allow {
 		hc.deny(req, "http CONNECT", host, port, d.Reason, true)
 		return
 	}
 	up, err := hc.p.dialDecision(hc.p.ctx, d, port)
 	if err != nil {
-		hc.reply(req, http.StatusBadGateway, nil, "evener-mcp: cannot connect to "+printableASCII(net.JoinHostPort(host, strconv.Itoa(port)), 300)+": "+printableASCII(err.Error(), 300)+"\n", true)
+		hc.unreachable(req, connectFailure(net.JoinHostPort(host, strconv.Itoa(port)), err), true)
 		return
 	}
 	defer hc.p.untrack(up)
@@ -361,6 +374,9 @@ func (hc *httpClientConn) forward(req *http.Request, hostValues []string) bool {
 		}
 	}
 	d := hc.p.decide(hc.p.ctx, host, port)
+	if d.LookupFailed() {
+		return hc.unreachable(req, lookupFailure(d), false)
+	}
 	if !d.Allow {
 		return hc.deny(req, "http", host, port, d.Reason, false)
 	}
@@ -415,10 +431,15 @@ func (hc *httpClientConn) forward(req *http.Request, hostValues []string) bool {
 		}
 	}
 	if err != nil {
-		if body != nil {
-			return hc.replyClosing(req, http.StatusBadGateway, "evener-mcp: upstream "+printableASCII(u.Host, 300)+": "+printableASCII(err.Error(), 300)+"\n")
+		target := net.JoinHostPort(host, strconv.Itoa(port))
+		var f upstreamFailure
+		if de := (*upstreamDialError)(nil); errors.As(err, &de) {
+			f = connectFailure(target, de.err)
+		} else {
+			f = upstreamFailure{http.StatusBadGateway, socksGeneralFailure,
+				target + " failed: " + printableASCII(err.Error(), 200)}
 		}
-		return hc.reply(req, http.StatusBadGateway, nil, "evener-mcp: upstream "+printableASCII(u.Host, 300)+": "+printableASCII(err.Error(), 300)+"\n", false)
+		return hc.unreachable(req, f, body != nil)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusSwitchingProtocols {
@@ -475,6 +496,12 @@ func (hc *httpClientConn) writeResponse(req, outreq *http.Request, resp *http.Re
 
 // reply writes a short response of our own; false ends the connection.
 func (hc *httpClientConn) reply(req *http.Request, code int, extra http.Header, text string, closeConn bool) bool {
+	return hc.replyPhrase(req, code, http.StatusText(code), extra, text, closeConn)
+}
+
+// replyPhrase is reply with the status line's reason phrase given
+// (printable ASCII only).
+func (hc *httpClientConn) replyPhrase(req *http.Request, code int, phrase string, extra http.Header, text string, closeConn bool) bool {
 	hc.wmu.Lock()
 	hc.respStarted = true
 	hc.wmu.Unlock()
@@ -482,7 +509,7 @@ func (hc *httpClientConn) reply(req *http.Request, code int, extra http.Header, 
 		closeConn = true // the unread body makes the connection unusable
 	}
 	w := hc.bw
-	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\n", code, http.StatusText(code))
+	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\n", code, printableASCII(phrase, 400))
 	w.WriteString("Content-Type: text/plain; charset=utf-8\r\n")
 	for k, vs := range extra {
 		for _, v := range vs {

@@ -13,6 +13,25 @@ package egress
 // of the addresses the Decider checked (Decision.Addrs), never by its name, so
 // a DNS answer that changes between check and dial (rebinding) cannot steer the
 // connection.
+//
+// # Refused, or unreachable
+//
+// Only a policy decision is a refusal: HTTP 403 (the reason in DeniedHeader),
+// SOCKS5 reply 2 "connection not allowed by ruleset", and a Violation. An
+// allowed destination the proxy cannot reach is a gateway failure, answered
+// as such and never reported as a violation (it breaks no rule; the client
+// gets the reason in the answer):
+//
+//	the allowed name did not resolve       HTTP 502   SOCKS5 4 "host unreachable"
+//	the connection was refused or failed   HTTP 502   SOCKS5 5 "connection refused"
+//	                                                  (3 "network unreachable" and
+//	                                                  4 "host unreachable" when the
+//	                                                  kernel said exactly that)
+//	the connection timed out               HTTP 504   SOCKS5 6 "TTL expired", the
+//	                                                  only RFC 1928 code for a timeout
+//
+// The HTTP status line carries the reason after the standard phrase, so a
+// client that shows only the status line (pip, git) still shows why.
 
 import (
 	"context"
@@ -27,6 +46,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -51,7 +71,8 @@ type Violation struct {
 // Options configures one session's pair of proxies.
 type Options struct {
 	Decider Decider
-	// OnViolation is called for every refusal (may be nil), on the
+	// OnViolation is called for every policy refusal (may be nil), never
+	// for an allowed destination that could not be reached, on the
 	// connection's goroutine before the client is answered, so a refusal
 	// is recorded by the time the client can see it. It must not block for
 	// long and must not call Close.
@@ -327,6 +348,43 @@ func (p *Proxies) dialDecision(ctx context.Context, d Decision, askedPort int) (
 		}
 	}
 	return nil, errors.Join(errs...)
+}
+
+// upstreamFailure is how the proxies answer an allowed destination they
+// could not reach (see the file comment).
+type upstreamFailure struct {
+	status int    // http.StatusBadGateway or http.StatusGatewayTimeout
+	socks  byte   // the SOCKS5 reply code
+	why    string // a few words: "connection refused", "no such host"
+}
+
+// lookupFailure is the answer to an allowed name that did not resolve
+// (d.LookupFailed).
+func lookupFailure(d Decision) upstreamFailure {
+	return upstreamFailure{http.StatusBadGateway, socksHostUnreachable, d.Reason}
+}
+
+// connectFailure classifies an error of dialDecision for target
+// ("host:port" as the client asked). The text is ours: a dial error's own
+// names the checked address and the local one.
+func connectFailure(target string, err error) upstreamFailure {
+	code, socks, why := http.StatusBadGateway, byte(socksConnRefused), "connection failed"
+	var ne net.Error
+	switch {
+	case errors.Is(err, errProxiesClosed), errors.Is(err, context.Canceled):
+		socks, why = socksGeneralFailure, "the proxy is closing"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ETIMEDOUT), errors.As(err, &ne) && ne.Timeout():
+		code, socks, why = http.StatusGatewayTimeout, socksTTLExpired, "connection timed out"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		why = "connection refused"
+	case errors.Is(err, syscall.ENETUNREACH):
+		socks, why = socksNetUnreachable, "network unreachable"
+	case errors.Is(err, syscall.EHOSTUNREACH):
+		socks, why = socksHostUnreachable, "no route to host"
+	case errors.Is(err, syscall.ECONNRESET):
+		why = "connection reset"
+	}
+	return upstreamFailure{code, socks, "cannot connect to " + printableASCII(target, 300) + " (" + why + ")"}
 }
 
 // tunnelBufferSize is the copy buffer when a side is not a bare TCP

@@ -17,7 +17,6 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"syscall"
 	"time"
 )
 
@@ -33,6 +32,7 @@ const (
 	socksNetUnreachable   = 0x03
 	socksHostUnreachable  = 0x04
 	socksConnRefused      = 0x05
+	socksTTLExpired       = 0x06 // the only RFC 1928 code for a timeout
 	socksCmdNotSupported  = 0x07
 	socksAddrNotSupported = 0x08
 )
@@ -262,6 +262,12 @@ func (p *Proxies) serveSOCKSConn(c net.Conn) {
 		return
 	}
 	d := p.decide(p.ctx, req.host, req.port)
+	if d.LookupFailed() {
+		// Allowed, but the name did not resolve: no violation.
+		socksReply(c, lookupFailure(d).socks)
+		lingerClose(c)
+		return
+	}
 	if !d.Allow {
 		p.refused("socks5 CONNECT", req.host, req.port, d.Reason)
 		socksReply(c, socksNotAllowed)
@@ -270,7 +276,7 @@ func (p *Proxies) serveSOCKSConn(c net.Conn) {
 	}
 	up, err := p.dialDecision(p.ctx, d, req.port)
 	if err != nil {
-		socksReply(c, socksDialFailureCode(err))
+		socksReply(c, connectFailure("", err).socks)
 		lingerClose(c)
 		return
 	}
@@ -281,19 +287,4 @@ func (p *Proxies) serveSOCKSConn(c net.Conn) {
 	}
 	c.SetDeadline(time.Time{})
 	p.pipeTunnel(c, nil, up)
-}
-
-// socksDialFailureCode maps a dial error to the closest reply code.
-func socksDialFailureCode(err error) byte {
-	var ne net.Error
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return socksConnRefused
-	case errors.Is(err, syscall.ENETUNREACH):
-		return socksNetUnreachable
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.As(err, &ne) && ne.Timeout():
-		return socksHostUnreachable
-	default:
-		return socksGeneralFailure
-	}
 }
