@@ -221,6 +221,7 @@ func inspectGit(p *Policy, l *Layout, workdir string) error {
 		if canWrite(wt) {
 			l.PinAbsentGit = filepath.Join(wt, ".git")
 		}
+		pinNested(p, l, "", "", "")
 		return nil
 	}
 	if gitlink != "" {
@@ -259,7 +260,55 @@ func inspectGit(p *Policy, l *Layout, workdir string) error {
 	}
 	slices.SortFunc(g.Chain, func(a, b string) int { return strings.Compare(a, b) }) // parents first
 	l.Git = append([]GitDir{g}, l.Git...)
+	pinNested(p, l, common, gitDir, gitlink)
 	return nil
+}
+
+// pinNested pins the user's other repositories inside the write roots (an
+// untracked clone's `.git`, a submodule's gitlink file, a bare repository):
+// their existing config and hook surfaces and `.git` files are bound
+// read-only. Their git dirs are not made mount points: a writable bind of a
+// path below a directory a running command can rename could be redirected
+// by a link planted in between, whereas a read-only bind redirected that
+// way only makes something else read-only. Moving such a repository aside
+// is caught by the git sweep, which sets aside a repository that moved or
+// whose surfaces changed, pinned or not; so absent surfaces are not
+// created in the user's nested repositories, and a surface that is a
+// symlink is left unpinned rather than refusing the spawn. At most
+// nestedPinDirs git dirs and nestedPinLinks files are pinned, the same ones
+// for every spawn until no command runs (gitsweep.go).
+func pinNested(p *Policy, l *Layout, common, gitDir, gitlink string) {
+	dirs, links := nestedGitPins(p.WriteRoots())
+	n := 0
+	for _, d := range dirs {
+		if (common != "" && Within(d, common)) || d == gitDir {
+			continue
+		}
+		if n++; n > nestedPinDirs {
+			break
+		}
+		if k, _ := lstatKind(d); k != PathDir {
+			continue
+		}
+		for _, name := range gitSurfaces {
+			path := filepath.Join(d, name)
+			if k, _ := lstatKind(path); k == PathFile || k == PathDir {
+				l.GitLinks = append(l.GitLinks, path)
+			}
+		}
+	}
+	n = 0
+	for _, gl := range links {
+		if gl == gitlink || (common != "" && Within(gl, common)) {
+			continue
+		}
+		if n++; n > nestedPinLinks {
+			break
+		}
+		if k, _ := lstatKind(gl); k == PathFile {
+			l.GitLinks = append(l.GitLinks, gl)
+		}
+	}
 }
 
 // surfaces returns the protected surfaces of git dir d, creating absent ones

@@ -176,7 +176,14 @@ func (s *Session) Prepare(c Command) (*Prepared, error) {
 
 // Run starts c under the policy and waits for it. A timeout or a cancelled
 // ctx kills the whole tree: the sandbox's PID namespace dies with its init.
-func (s *Session) Run(ctx context.Context, c Command) (Result, error) {
+func (s *Session) Run(ctx context.Context, c Command) (res Result, err error) {
+	// After the spawn, whatever it ran, the git sweep sets aside any
+	// repository it left for the user's git to run (gitsweep.go).
+	sw, err := s.sweepBegin()
+	if err != nil {
+		return Result{ExitCode: -1}, err
+	}
+	defer func() { res.Quarantined = sw.end() }()
 	pr, err := s.Prepare(c)
 	if err != nil {
 		return Result{ExitCode: -1}, err

@@ -33,6 +33,11 @@ type Result struct {
 	Signal   string
 	TimedOut bool
 	Duration time.Duration
+	// Quarantined lists what the git sweep set aside after the command:
+	// repositories and .git entries it left or changed, each as a
+	// worktree-relative path and what was renamed (README, "Git"). Empty
+	// when nothing was.
+	Quarantined []string
 }
 
 // Prepared is a fully resolved spawn: what will run and with what view.
