@@ -156,6 +156,11 @@ func Load(f Flags, env []string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The state directory holds every session's audit log (command lines,
+	// tokens in them included): masked for both layers wherever it is
+	// (--state-dir, a relocated XDG_STATE_HOME), not only at the default
+	// location the credential denylist names (README "What is enforced").
+	c.Spec.StateDir = c.StateDir
 	return c, nil
 }
 

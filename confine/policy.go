@@ -127,6 +127,9 @@ type Spec struct {
 	Home string
 	// ScratchRoot is where per-session scratch directories are created.
 	ScratchRoot string
+	// StateDir is the server's state directory (audit logs, session
+	// records), masked for both layers wherever it is.
+	StateDir string
 	// InfraPaths are the absolute paths of the commands trusted layers
 	// configure as session infrastructure (hooks); the directory holding
 	// each is granted read/exec to spawned processes (see infra.go).
@@ -221,6 +224,12 @@ func Resolve(spec Spec, host HostReport) (*Policy, error) {
 		}
 	}
 	p.deny = DefaultDenylist(p.home, p.xdgConf)
+	if spec.StateDir != "" {
+		if !filepath.IsAbs(spec.StateDir) {
+			return nil, fmt.Errorf("state directory %q is not absolute", spec.StateDir)
+		}
+		p.deny = append(p.deny, filepath.Clean(spec.StateDir))
+	}
 	for _, d := range spec.ExtraDeny {
 		if !filepath.IsAbs(d) {
 			return nil, fmt.Errorf("deny path %q is not absolute", d)
