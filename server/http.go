@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -71,6 +70,15 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 	if !IsLoopback(ho.Listen) && ho.Token == "" {
 		return fmt.Errorf("listen %s: not a loopback address, and no bearer token is set; anyone who can reach it could run commands in the sandbox", ho.Listen)
 	}
+	if !peerCheck && ho.Token == "" {
+		return fmt.Errorf("listen %s: this platform cannot tell which user a loopback connection comes from, so any local account could run commands in the sandbox: set a bearer token (--token-file)", ho.Listen)
+	}
+	// Refused peers are recorded in the audit log under session "serve".
+	audit, err := OpenAudit(o.Config.StateDir, "serve", o.Policy.Mode())
+	if err != nil {
+		return err
+	}
+	defer audit.Close()
 	// Every session's scratch and bridge sockets live in one directory
 	// private to this server, hidden from the other sessions.
 	parent := o.Policy.ScratchRoot()
@@ -99,10 +107,10 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 		// that can speak both settles on one with a session; one that
 		// speaks only the sessionless revision is refused (errSessionless).
 		mcpserver.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
-		mcpserver.WithStreamableHTTPLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		mcpserver.WithStreamableHTTPLogger(h.o.logger().With("component", "mcp-transport")),
 	)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", sameOrigin(authorize(ho.Token, limitBody(ho.MaxBody, streamable))))
+	mux.Handle("/mcp", noBrowser(authorize(ho.Token, limitBody(ho.MaxBody, h.orderedStreams(streamable)))))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		// No sandbox fields (spec 002): liveness only.
 		w.Header().Set("Content-Type", "application/json")
@@ -116,7 +124,21 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 	if ho.Ready != nil {
 		ho.Ready(ln.Addr())
 	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	// Only the server's own user and root are served (loopback is not an
+	// identity); a bearer token, when set, is required on top.
+	rlog := &refusalLog{burst: 60}
+	peers := &peerPolicy{
+		allowed:  []uint32{uint32(os.Geteuid()), 0},
+		remoteOK: !IsLoopback(ho.Listen),
+		lookup:   peerUIDOf,
+		refused: func(_ *http.Request, why string) {
+			if ok, dropped := rlog.admit(time.Now()); ok {
+				audit.PeerRefused(why, dropped)
+			}
+			h.o.warnOnce("refused a connection from a process that is not this server's user or root (403; each refusal is in the audit log)")
+		},
+	}
+	hs := &http.Server{Handler: peers.guard(mux), ConnContext: connContext, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(h.o.logger().Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 
@@ -177,22 +199,17 @@ func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discardWriter) WriteHeader(int)             {}
 
-// sameOrigin refuses browser requests from any origin but loopback (the
-// MCP transport's Origin rule: a web page the user visits must not drive
-// the sandbox). MCP clients that are not browsers send no Origin.
-func sameOrigin(next http.Handler) http.Handler {
+// noBrowser refuses every request a web browser sends: one carrying an
+// Origin or a Sec-Fetch-Site header (browsers add them, and a page's
+// script can neither set nor remove them). A page served from any port of
+// localhost is run by the same user as this server, so neither loopback
+// nor the peer's uid tells it from an MCP client; MCP clients that are not
+// browsers send neither header.
+func noBrowser(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" {
-			u, err := url.Parse(o)
-			host := ""
-			if err == nil {
-				host = u.Hostname()
-			}
-			ip := net.ParseIP(host)
-			if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-				http.Error(w, "cross-origin requests are refused", http.StatusForbidden)
-				return
-			}
+		if r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") != "" {
+			http.Error(w, "requests from a web browser (an Origin or Sec-Fetch-Site header) are refused", http.StatusForbidden)
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
