@@ -2,6 +2,8 @@ package confine
 
 import (
 	"fmt"
+	"net/url"
+	"path/filepath"
 	"strings"
 )
 
@@ -152,4 +154,98 @@ func (h HostReport) CheckBackend(b Backend) error {
 		}
 	}
 	return nil
+}
+
+// PerSession stands in, in a probe's output, for what every session makes
+// anew: the bridge's socket directory and the proxies' credentials.
+const PerSession = "<per-session>"
+
+// EgressPlan is the egress part of a prepared sandbox with the network on,
+// as `evener-mcp probe` shows it (README, "Network"): how the command's
+// tools reach the session's proxies.
+type EgressPlan struct {
+	// Relay is the argv prefix that starts the relay inside the sandbox
+	// before the command (Linux; empty where the sandbox shares the host's
+	// loopback).
+	Relay []string `json:"relay,omitempty"`
+	// HTTPProxy and SOCKSProxy are where the command's tools find the
+	// proxies: the relay's loopback listeners inside the sandbox (Linux) or
+	// the session's loopback forwarders (macOS).
+	HTTPProxy  string `json:"http_proxy"`
+	SOCKSProxy string `json:"socks_proxy"`
+	// Mounts are the plan's egress entries: the relay binary and the two
+	// bridge sockets (Linux).
+	Mounts MountPlan `json:"mounts,omitempty"`
+	// Env are the proxy variables the command gets.
+	Env map[string]string `json:"env"`
+}
+
+// RedactEgress returns a copy of pr with every per-session value of b (the
+// bridge's socket directory, the credentials) replaced by PerSession, and
+// the egress part of that copy. pr must have been prepared with the network
+// on and b set as the session's egress.
+func RedactEgress(pr *Prepared, b EgressBridge) (*Prepared, EgressPlan) {
+	var pairs []string
+	for _, s := range []string{b.HTTPSocket, b.SOCKSSocket} {
+		if d := filepath.Dir(s); s != "" && d != "/" && d != "." {
+			pairs = append(pairs, d, PerSession)
+		}
+	}
+	for _, s := range []string{b.HTTPUser, b.HTTPPassword, b.SOCKSUser, b.SOCKSPassword} {
+		if s != "" {
+			pairs = append(pairs, s, PerSession)
+		}
+	}
+	r := strings.NewReplacer(pairs...)
+	out := *pr
+	out.Args = make([]string, len(pr.Args))
+	for i, a := range pr.Args {
+		out.Args[i] = r.Replace(a)
+	}
+	out.Env = make([]string, len(pr.Env))
+	for i, e := range pr.Env {
+		out.Env[i] = r.Replace(e)
+	}
+	out.Plan = make(MountPlan, len(pr.Plan))
+	for i, m := range pr.Plan {
+		m.Src, m.Dst = r.Replace(m.Src), r.Replace(m.Dst)
+		out.Plan[i] = m
+	}
+	out.Profile = r.Replace(pr.Profile)
+
+	plan := EgressPlan{Env: map[string]string{}}
+	proxyVars := egressEnvAt(EgressBridge{}, RelayHTTPPort, RelaySOCKSPort, relayExe)
+	for i, e := range pr.Env {
+		k, v, _ := strings.Cut(e, "=")
+		if _, ok := proxyVars[k]; !ok {
+			continue
+		}
+		_, plan.Env[k], _ = strings.Cut(out.Env[i], "=")
+		switch k {
+		case "HTTP_PROXY":
+			plan.HTTPProxy = proxyHost(v)
+		case "ALL_PROXY":
+			plan.SOCKSProxy = proxyHost(v)
+		}
+	}
+	for _, m := range out.Plan {
+		if strings.HasPrefix(m.Dst, RelayDir+"/") {
+			plan.Mounts = append(plan.Mounts, m)
+		}
+	}
+	for i := 1; i+1 < len(out.Args); i++ {
+		if out.Args[i] == RelaySubcommand && out.Args[i-1] == relayExe && out.Args[i+1] == "--" {
+			plan.Relay = append([]string(nil), out.Args[i-1:i+2]...)
+			break
+		}
+	}
+	return &out, plan
+}
+
+// proxyHost is the host:port of a proxy URL, or "".
+func proxyHost(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Host
+	}
+	return ""
 }

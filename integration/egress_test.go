@@ -282,3 +282,102 @@ func TestSplitBinaries(t *testing.T) {
 		t.Errorf("MCP mode without the server binary: %s", res)
 	}
 }
+
+// socksReplyScript is a SOCKS5 client (RFC 1928/1929) that prints the reply
+// code the session's proxy gives for each host:port argument, reading the
+// proxy and its credentials from ALL_PROXY as the sandbox's tools do.
+const socksReplyScript = `import os, socket, sys, urllib.parse
+u = urllib.parse.urlsplit(os.environ["ALL_PROXY"])
+def exact(s, n):
+    b = b""
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c:
+            return b
+        b += c
+    return b
+def reply(host, port):
+    s = socket.create_connection((u.hostname, u.port), 10)
+    s.settimeout(15)
+    s.sendall(b"\x05\x01\x02")
+    if exact(s, 2) != b"\x05\x02":
+        return -1
+    user, pw = urllib.parse.unquote(u.username).encode(), urllib.parse.unquote(u.password).encode()
+    s.sendall(bytes([1, len(user)]) + user + bytes([len(pw)]) + pw)
+    if exact(s, 2) != b"\x01\x00":
+        return -2
+    h = host.encode()
+    s.sendall(bytes([5, 1, 0, 3, len(h)]) + h + port.to_bytes(2, "big"))
+    r = exact(s, 10)
+    return r[1] if len(r) == 10 else -3
+for a in sys.argv[1:]:
+    h, p = a.rsplit(":", 1)
+    print("SOCKS %s %d" % (a, reply(h, int(p))))
+`
+
+// TestEgressUnreachable: through the built binary and bubblewrap, a policy
+// refusal (a name not on the allowlist) is 403 over plain HTTP and CONNECT
+// and SOCKS5 reply 2, and is reported; an allowed name that does not
+// resolve (nx.invalid: never sent to DNS) is 502 and SOCKS5 4; an allowed
+// name whose address has nothing listening is 502 and SOCKS5 5. Neither
+// failure is reported as a refusal.
+func TestEgressUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close() // nothing listens there now
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		cfg := egressFixture(t, e, fmt.Sprintf("allowed.test:%d", port), fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("nx.invalid:%d", port))
+		writeFile(t, filepath.Join(e.work, "socks_reply.py"), socksReplyScript)
+		cases := []struct {
+			host          string
+			http, connect string
+			socks         int
+			line          string // in the plain-HTTP status line
+		}{
+			{"other.test", "403", "403", 2, "Forbidden"},
+			{"nx.invalid", "502", "502", 4, "nx.invalid did not resolve (no such host)"},
+			{"allowed.test", "502", "502", 5, fmt.Sprintf("cannot connect to allowed.test:%d (connection refused)", port)},
+		}
+		var script strings.Builder
+		var targets []string
+		for _, c := range cases {
+			tg := fmt.Sprintf("%s:%d", c.host, port)
+			targets = append(targets, tg)
+			fmt.Fprintf(&script, "curl -s -o /dev/null -m 10 -w 'HTTP %[1]s %%{http_code}\\n' http://%[1]s/\n", tg)
+			fmt.Fprintf(&script, "echo \"LINE %[1]s $(curl -s -i -m 10 http://%[1]s/ | head -n1 | tr -d '\\r')\"\n", tg)
+			fmt.Fprintf(&script, "curl -s -o /dev/null -m 10 -p -w 'CONNECT %[1]s %%{http_connect}\\n' http://%[1]s/\n", tg)
+		}
+		fmt.Fprintf(&script, "/usr/bin/python3 socks_reply.py %s\necho DONE\n", strings.Join(targets, " "))
+		r := e.run(t, "exec", "--sandbox", "workspace-write", "--sandbox-net", "on", "--config", cfg, "--", "/bin/bash", "-c", script.String())
+		if !strings.Contains(r.stdout, "DONE") {
+			t.Fatal(r)
+		}
+		for i, c := range cases {
+			tg := targets[i]
+			for _, want := range []string{
+				fmt.Sprintf("HTTP %s %s\n", tg, c.http),
+				fmt.Sprintf("CONNECT %s %s\n", tg, c.connect),
+				fmt.Sprintf("SOCKS %s %d\n", tg, c.socks),
+			} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("want %q:\n%s", want, r)
+				}
+			}
+			if l := fmt.Sprintf("LINE %s HTTP/1.1 %s ", tg, c.http); !strings.Contains(r.stdout, l) || !strings.Contains(r.stdout, c.line) {
+				t.Errorf("want a status line %q... with %q:\n%s", l, c.line, r.stdout)
+			}
+		}
+		// Four refusals of other.test (plain HTTP twice, CONNECT, SOCKS5);
+		// nothing for the allowed names.
+		if n := strings.Count(r.stderr, "egress refused other.test:"); n != 4 {
+			t.Errorf("%d refusals of other.test reported, want 4:\n%s", n, r.stderr)
+		}
+		if n := strings.Count(r.stderr, "egress refused"); n != 4 {
+			t.Errorf("an allowed destination reported as refused:\n%s", r.stderr)
+		}
+	})
+}

@@ -6,15 +6,26 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/evener-dev/evener-mcp/cmd/internal/cli"
 	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/egress"
 )
 
 // runProbe prints the host report and the resolved policy; it exits 0 only
 // when the resolved mode is enforced (or off was asked for).
+//
+// With the network on, the plan shown is the one a command would get: the
+// session's egress (proxies and bridge) is started as `exec` starts it, the
+// command prepared, and the egress closed again before anything is printed;
+// what every session makes anew (the bridge's socket directory, the proxies'
+// credentials) is shown as confine.PerSession. Starting them, rather than
+// rendering a plan without them, keeps one code path for the plan (the
+// launcher refuses a sandbox whose bridge is missing) and means a probe that
+// exits 0 has seen this host open the proxies and the bridge.
 func runProbe(args []string) int {
 	s := cli.NewFlagSet("evener-mcp probe")
 	asJSON := s.FS.Bool("json", false, "print the report as JSON")
@@ -38,13 +49,15 @@ func runProbe(args []string) int {
 	defer sess.Close()
 	var plan confine.MountPlan
 	var argv []string
+	var eplan *confine.EgressPlan
+	var allowlist []string
 	if pol.Mode() != confine.ModeOff {
-		pr, err := sess.Prepare(confine.Command{Args: []string{"true"}})
+		pr, patterns, ep, err := prepareProbe(sess, pol, cfg)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
 			return cli.ExitRefused
 		}
-		plan, argv = pr.Plan, pr.Args
+		plan, argv, eplan, allowlist = pr.Plan, pr.Args, ep, patterns
 	}
 	report := map[string]any{
 		"host": pol.Host(),
@@ -59,6 +72,12 @@ func runProbe(args []string) int {
 		"bwrap_argv":     argv,
 		"seccomp_denied": confine.SeccompDenied(),
 	}
+	if eplan != nil {
+		report["egress"] = map[string]any{
+			"relay": eplan.Relay, "http_proxy": eplan.HTTPProxy, "socks_proxy": eplan.SOCKSProxy,
+			"mounts": eplan.Mounts, "env": eplan.Env, "allowlist": allowlist,
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -72,6 +91,9 @@ func runProbe(args []string) int {
 		fmt.Printf("workdir:  %s\n", pol.Workdir())
 		fmt.Printf("writable: %s\n", strings.Join(pol.WriteRoots(), ", "))
 		fmt.Printf("denylist: %d paths\n", len(pol.Denylist()))
+		if eplan != nil {
+			printEgress(eplan, allowlist)
+		}
 		if len(plan) > 0 {
 			fmt.Printf("mount plan (for a command in the workdir):\n%s", plan)
 		}
@@ -80,6 +102,54 @@ func runProbe(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// prepareProbe prepares a trivial command as a real one would be prepared.
+// With the network on, the session's egress runs only for the Prepare and is
+// closed before this returns; the result is redacted (confine.RedactEgress)
+// and comes with the egress plan and the allowlist in force.
+func prepareProbe(sess *confine.Session, pol *confine.Policy, cfg *config.Config) (*confine.Prepared, []string, *confine.EgressPlan, error) {
+	cmd := confine.Command{Args: []string{"true"}}
+	if pol.Network() != confine.NetworkOn {
+		pr, err := sess.Prepare(cmd)
+		return pr, nil, nil, err
+	}
+	eg, err := egress.StartSession(cfg.AllowDomains, os.Getenv(egress.HostsEnv), os.TempDir(), nil)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--sandbox-net on: %w", err)
+	}
+	defer eg.Close()
+	b := confine.EgressBridge(eg.Bridge())
+	if err := sess.SetEgress(b); err != nil {
+		return nil, nil, nil, fmt.Errorf("--sandbox-net on: %w", err)
+	}
+	pr, err := sess.Prepare(cmd)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	red, ep := confine.RedactEgress(pr, b)
+	return red, eg.Allowlist.Patterns(), &ep, nil
+}
+
+// printEgress prints the egress part of the plan, for people.
+func printEgress(ep *confine.EgressPlan, allowlist []string) {
+	fmt.Printf("egress:   through the session's allowlist proxies (%d patterns): HTTP %s, SOCKS5 %s as the command sees them\n",
+		len(allowlist), ep.HTTPProxy, ep.SOCKSProxy)
+	if len(ep.Relay) > 0 {
+		fmt.Printf("  relay:  %s CMD...\n", strings.Join(ep.Relay, " "))
+	}
+	for _, m := range ep.Mounts {
+		fmt.Printf("  bridge: %s <- %s  # %s\n", m.Dst, m.Src, m.Why)
+	}
+	keys := make([]string, 0, len(ep.Env))
+	for k := range ep.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Printf("  env:    %s=%s\n", k, ep.Env[k])
+	}
+	fmt.Printf("          (%s: the bridge directory and the credentials each session makes anew)\n", confine.PerSession)
 }
 
 func paren(s string) string {
