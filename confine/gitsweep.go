@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -118,6 +119,9 @@ type gitSweeper struct {
 
 var theSweeper = &gitSweeper{cache: map[string]*dirFacts{}}
 
+// sweepListed counts directory listings (tests and benchmarks).
+var sweepListed atomic.Int64
+
 // sweepTicket is one sandboxed spawn's share of the sweep.
 type sweepTicket struct {
 	sw      *gitSweeper
@@ -142,27 +146,32 @@ func (s *Session) sweepBegin() (*sweepTicket, error) {
 	if p.Mode() == ModeOff || !p.writes() {
 		return nil, nil
 	}
-	sw := theSweeper
+	return theSweeper.begin(sweepRoots(p), p.Workdir())
+}
+
+// begin counts a spawn in, first taking a new record of what is known
+// when none runs.
+func (sw *gitSweeper) begin(roots []string, workdir string) (*sweepTicket, error) {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	if sw.poison != nil {
 		// Try again: the user may have removed what stood in the way.
 		if _, err := sw.walk(sw.roots, true, nil); err != nil {
 			sw.poison = err
-			return nil, sw.refusal(p.Workdir(), err)
+			return nil, sw.refusal(workdir, err)
 		}
 		sw.poison = nil
 	}
 	if sw.running == 0 && sw.base != nil {
 		if _, err := sw.walk(sw.roots, false, nil); err != nil {
-			return nil, sw.refusal(p.Workdir(), err)
+			return nil, sw.refusal(workdir, err)
 		}
 	}
-	if err := sw.addRoots(sweepRoots(p)); err != nil {
-		return nil, sw.refusal(p.Workdir(), err)
+	if err := sw.addRoots(roots); err != nil {
+		return nil, sw.refusal(workdir, err)
 	}
 	sw.running++
-	return &sweepTicket{sw: sw, workdir: p.Workdir()}, nil
+	return &sweepTicket{sw: sw, workdir: workdir}, nil
 }
 
 func (sw *gitSweeper) refusal(workdir string, err error) error {
@@ -260,8 +269,26 @@ func (sw *gitSweeper) walkInto(snap *sweepSnap, roots, skip []string, neutralise
 		report = func(string, string) {}
 	}
 	w := &sweepWalk{sw: sw, snap: snap, skip: skip, neutralise: neutralise, report: report}
+	defer func() {
+		if len(w.gone) == 0 {
+			return
+		}
+		sw.roots = slices.DeleteFunc(sw.roots, func(r string) bool { return slices.Contains(w.gone, r) })
+		for k := range sw.cache {
+			if underAny(k, w.gone) {
+				delete(sw.cache, k)
+			}
+		}
+	}()
 	for _, r := range roots {
 		fd, err := unix.Open(r, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			// Gone, or no longer a directory: no sandbox can do that to a
+			// write root (each is a mount point inside), and no spawn
+			// binds one that is not a directory (Inspect). Forget it.
+			w.gone = append(w.gone, r)
+			continue
+		}
 		if err != nil {
 			return &sweepError{path: r, msg: "cannot open a write root", err: err}
 		}
@@ -292,6 +319,7 @@ type sweepWalk struct {
 	skip       []string
 	neutralise bool
 	report     func(path, what string)
+	gone       []string // roots that no longer exist
 }
 
 // visit handles the directory open at fd, named name in parent (parent -1
@@ -351,6 +379,7 @@ func (w *sweepWalk) visit(fd, parent int, name, path string, depth int) error {
 
 // list reads the directory open at fd.
 func list(fd int, path string, st *unix.Stat_t) (*dirFacts, error) {
+	sweepListed.Add(1)
 	dfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &sweepError{path: path, msg: "cannot list", err: err}
