@@ -47,6 +47,54 @@ func DefaultDenylist(home, xdgConfig string) []string {
 	return out
 }
 
+// LocalHomes are the home directories of the host's accounts: every home
+// /etc/passwd names and every directory directly under /home, each
+// symlink-resolved, existing, a directory, and not "/", without
+// duplicates, in a stable order.
+func LocalHomes() []string {
+	var cands []string
+	if b, err := os.ReadFile("/etc/passwd"); err == nil {
+		for l := range strings.Lines(string(b)) {
+			f := strings.Split(strings.TrimSpace(l), ":")
+			if len(f) >= 6 && filepath.IsAbs(f[5]) {
+				cands = append(cands, f[5])
+			}
+		}
+	}
+	if ents, err := os.ReadDir("/home"); err == nil {
+		for _, e := range ents {
+			cands = append(cands, filepath.Join("/home", e.Name()))
+		}
+	}
+	var out []string
+	for _, c := range cands {
+		r, err := filepath.EvalSymlinks(c)
+		if err != nil || r == "/" || slices.Contains(out, r) {
+			continue
+		}
+		if fi, err := os.Stat(r); err != nil || !fi.IsDir() {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// OtherUsersDenylist is the credential denylist under every local home but
+// home, for a server started by root: its commands run as kernel uid 0,
+// which owns nothing of another user's home but may still read whatever
+// its modes let "other" read (a world-readable ~/.aws/credentials).
+func OtherUsersDenylist(home string) []string {
+	var out []string
+	for _, h := range LocalHomes() {
+		if h == filepath.Clean(home) || slices.Contains(resolvedSpellings(home), h) {
+			continue
+		}
+		out = append(out, DefaultDenylist(h, "")...)
+	}
+	return out
+}
+
 // PseudoDenylist is the non-removable floor of pseudo-filesystems and daemon
 // control sockets (spec 000). For spawned processes /proc is a fresh procfs
 // of the sandbox's own PID namespace and /dev a minimal devtmpfs, so the host

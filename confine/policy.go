@@ -224,6 +224,11 @@ func Resolve(spec Spec, host HostReport) (*Policy, error) {
 		}
 	}
 	p.deny = DefaultDenylist(p.home, p.xdgConf)
+	if host.RunAsRoot {
+		// Kernel uid 0 without capabilities still reads what other users
+		// left readable: every local user's credentials are masked too.
+		p.deny = append(p.deny, OtherUsersDenylist(p.home)...)
+	}
 	if spec.StateDir != "" {
 		if !filepath.IsAbs(spec.StateDir) {
 			return nil, fmt.Errorf("state directory %q is not absolute", spec.StateDir)

@@ -38,6 +38,13 @@ func run(args []string) int {
 			return confine.RunConnect(args[1:])
 		}
 	}
+	// Started by root: the file tools must read no more than the sandbox's
+	// kernel uid 0 without capabilities (issue 13), so the file
+	// capabilities go before anything is opened.
+	if err := confine.DropServerCapabilities(); err != nil {
+		fmt.Fprintln(os.Stderr, "evener-mcp: refusing to start:", err)
+		return cli.ExitRefused
+	}
 	if len(args) > 0 && args[0] == "serve" {
 		return runServe(args[1:])
 	}

@@ -18,6 +18,7 @@ import (
 	"os"
 
 	"github.com/evener-dev/evener-mcp/cmd/internal/cli"
+	"github.com/evener-dev/evener-mcp/confine"
 )
 
 func main() {
@@ -31,6 +32,12 @@ func run(args []string) int {
 	}
 	if code, ok := runHidden(sub, args); ok {
 		return code
+	}
+	// Started by root: give up the file capabilities first (issue 13; the
+	// server binary, exec'd below, drops them again for itself).
+	if err := confine.DropServerCapabilities(); err != nil {
+		fmt.Fprintln(os.Stderr, "evener-mcp: refusing to start:", err)
+		return cli.ExitRefused
 	}
 	switch sub {
 	case "exec":
