@@ -357,6 +357,14 @@ func (w *sweepWalk) visit(fd, parent int, name, path string, depth int) error {
 		if slices.Contains(w.skip, subPath) {
 			continue
 		}
+		// An unchanged directory without subdirectories that holds no git
+		// shape costs one stat: most of a tree's directories are leaves.
+		var cst unix.Stat_t
+		if err := unix.Fstatat(fd, sub, &cst, unix.AT_SYMLINK_NOFOLLOW); err == nil && cst.Mode&unix.S_IFMT == unix.S_IFDIR {
+			if cf := w.sw.cache[subPath]; cf != nil && cf.id == idOf(&cst) && len(cf.subdirs) == 0 && !cf.gitDir && !cf.dotGit {
+				continue
+			}
+		}
 		cfd, restore, err := openDirAt(fd, sub, subPath)
 		if err != nil {
 			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
