@@ -507,6 +507,14 @@ func TestHTTPEscalation(t *testing.T) {
 		patch := "*** Begin Patch\n*** Add File: ../sibling/patched.txt\n+x\n*** End Patch\n"
 		m.call(t, "apply_patch", map[string]any{"patch": patch})
 		m.call(t, "list_dir", map[string]any{"path": "../sibling"})
+		// A worktree symlink leading outside is a symlink denial: final,
+		// and never a question naming the link.
+		if err := os.Symlink(filepath.Join(e.sibling, "notes"), filepath.Join(e.work, "out-link")); err != nil {
+			t.Fatal(err)
+		}
+		if r := m.call(t, "read_file", map[string]any{"path": "out-link"}); !r.IsError || strings.Contains(text(r), "sibling file") {
+			t.Errorf("read through a symlink leading outside: %s", text(r))
+		}
 		if yes.count() != before {
 			t.Errorf("a final denial asked the human: %v", yes.asked[before:])
 		}

@@ -170,11 +170,10 @@ func (a *Audit) Hook(r hooks.Run, tool string) {
 	a.write(rec)
 }
 
-// warnf tells the person running the server (stderr), never the model.
+// warnf tells the person running the server (stderr) and, at its level,
+// the session's client; never the model.
 func (h *sessionHooks) warnf(format string, args ...any) {
-	if h.o.Warn != nil {
-		h.o.Warn(fmt.Sprintf(format, args...))
-	}
+	h.s.log.Warn(fmt.Sprintf(format, args...))
 }
 
 func indent(s string) string {

@@ -68,9 +68,13 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 	o.said = new(sync.Map)
 	h := &Hub{o: o, stdio: stdio, maxSess: maxSessions, sessions: map[string]*Session{}}
 	h.o.notify = h.notify
+	h.o.stdio = stdio
+	h.o.sendTo = func(id, method string, params map[string]any) {
+		_ = h.srv.SendNotificationToSpecificClient(id, method, params)
+	}
 	instructions := ""
 	if stdio {
-		s, err := h.open(ctx, Narrowing{}, "stdio")
+		s, err := h.open(ctx, Narrowing{}, "stdio", "")
 		if err != nil {
 			return nil, err
 		}
@@ -79,6 +83,7 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 		if o.Started != nil {
 			o.Started(s.StartupLine())
 		}
+		s.logOpened() // after the startup line, which stays first on stderr
 	}
 	hooks := &mcpserver.Hooks{}
 	hooks.AddOnRequestInitialization(h.onRequest)
@@ -100,6 +105,7 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 		mcpserver.WithOutputSchemaValidation(),
 		mcpserver.WithRecovery(),
 		mcpserver.WithElicitation(),
+		mcpserver.WithLogging(),
 		mcpserver.WithHooks(hooks),
 		mcpserver.WithToolFilter(h.filterTools),
 		mcpserver.WithToolHandlerMiddleware(h.hookMiddleware),
@@ -162,6 +168,18 @@ func (h *Hub) onRequest(ctx context.Context, _ any, message any) error {
 	switch {
 	case req.Method == string(mcp.MethodInitialize):
 		return h.initialize(ctx, req.Params)
+	case req.Method == string(mcp.MethodSetLogLevel):
+		var p struct {
+			Level string `json:"level"`
+		}
+		s := h.lookup(ctx)
+		if s == nil {
+			return errSessionless
+		}
+		if json.Unmarshal(req.Params, &p) == nil {
+			s.setClientLevel(p.Level)
+		}
+		return nil
 	case req.Method == string(mcp.MethodPing), req.Method == string(mcp.MethodServerDiscover),
 		strings.HasPrefix(req.Method, "notifications/"):
 		return nil
@@ -194,7 +212,7 @@ func (h *Hub) initialize(ctx context.Context, params json.RawMessage) error {
 		if !asked {
 			return nil
 		}
-		s, err := h.open(ctx, n, "stdio")
+		s, err := h.open(ctx, n, "stdio", "")
 		if err != nil {
 			return err
 		}
@@ -206,6 +224,7 @@ func (h *Hub) initialize(ctx context.Context, params json.RawMessage) error {
 		if h.o.Started != nil {
 			h.o.Started(s.StartupLine() + " (narrowed by the client)")
 		}
+		s.logOpened()
 		return nil
 	}
 	cs := mcpserver.ClientSessionFromContext(ctx)
@@ -229,7 +248,7 @@ func (h *Hub) initialize(ctx context.Context, params json.RawMessage) error {
 	}
 	h.sessions[id] = nil // reserved while the sandbox session is built
 	h.mu.Unlock()
-	s, err := h.open(ctx, n, "http")
+	s, err := h.open(ctx, n, "http", id)
 	h.mu.Lock()
 	if err != nil || h.closed {
 		delete(h.sessions, id)
@@ -247,15 +266,20 @@ func (h *Hub) initialize(ctx context.Context, params json.RawMessage) error {
 }
 
 // open creates and starts a sandbox session.
-func (h *Hub) open(ctx context.Context, n Narrowing, transport string) (*Session, error) {
+func (h *Hub) open(ctx context.Context, n Narrowing, transport, mcpID string) (*Session, error) {
 	s, err := NewSession(h.o, n)
 	if err != nil {
+		h.o.logger().Warn("session refused", "transport", transport, "reason", err.Error())
 		return nil, fmt.Errorf("session refused: %w", err)
 	}
+	s.mcpID = mcpID
 	if s.DegradedShell != "" && transport != "stdio" {
-		h.o.warn("session %s: %s", s.ID, s.DegradedShell)
+		s.log.Warn(s.DegradedShell)
 	}
 	s.start(ctx, transport)
+	if transport != "stdio" {
+		s.logOpened()
+	}
 	return s, nil
 }
 
@@ -383,10 +407,12 @@ func (h *Hub) dispatch(name string) mcpserver.ToolHandlerFunc {
 		if hd == nil {
 			return mcp.NewToolResultError(fmt.Sprintf("tool %s is not available in this session", name)), nil
 		}
+		started := time.Now()
 		res, err := hd(ctx, req)
 		if err == nil {
 			res = h.escalate(ctx, s, name, req, res)
 		}
+		s.logCall(ctx, name, time.Since(started), res, err)
 		return res, err
 	}
 }
@@ -412,7 +438,7 @@ func (h *Hub) applyRoots(ctx context.Context, s *Session) error {
 	defer cancel()
 	res, err := h.srv.RequestRoots(rctx, mcp.ListRootsRequest{Request: mcp.Request{Method: string(mcp.MethodListRoots)}})
 	if err != nil {
-		h.o.warn("session %s: roots/list failed (%v); the worktree stays as the server was started", s.ID, err)
+		s.log.Warn("roots/list failed; the worktree stays as the server was started", "error", err.Error())
 		return nil
 	}
 	dir, err := narrowedRoot(s.Policy.Workdir(), res.Roots)
@@ -501,6 +527,13 @@ func (h *Hub) escalate(ctx context.Context, s *Session, name string, req mcp.Cal
 	path, _ := req.GetArguments()["path"].(string)
 	abs, display, err := s.Files.Resolve(path)
 	if err != nil {
+		return res
+	}
+	if confine.Within(abs, s.Policy.Workdir()) {
+		// The path names a place inside the worktree, so the walk left the
+		// roots through a symlink: final, never a question (README,
+		// "Approval (escalation)").
+		s.Audit.Escalation(name, abs, "not-asked-symlink")
 		return res
 	}
 	grant, err := s.Files.Grant(filepath.Dir(abs))

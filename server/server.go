@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -57,9 +58,9 @@ type Options struct {
 	Config *config.Config
 	Policy *confine.Policy
 	Caps   tools.Caps
-	// Warn receives one-line warnings meant for the person running the
-	// server (stderr), never for the model.
-	Warn func(string)
+	// Log receives the server's diagnostics, meant for the person running
+	// the server (stderr), never for the model (logging.go); nil discards.
+	Log *slog.Logger
 	// ScratchParent, when set, is a directory private to this server in
 	// which every session's scratch (and its egress bridge sockets) is
 	// created, hidden from every other session in both layers.
@@ -73,12 +74,22 @@ type Options struct {
 	// notify sends a notification about the call in ctx ahead of its
 	// result (the hub's; notify.go).
 	notify func(ctx context.Context, method string, params map[string]any)
+	// sendTo sends a notification to one MCP session outside any call
+	// (HTTP); stdio says the process is the one session.
+	sendTo func(mcpID, method string, params map[string]any)
+	stdio  bool
 }
 
 func (o Options) warn(format string, args ...any) {
-	if o.Warn != nil {
-		o.Warn(fmt.Sprintf(format, args...))
+	o.logger().Warn(fmt.Sprintf(format, args...))
+}
+
+// logger is the server's logger, a discarding one when none is set.
+func (o Options) logger() *slog.Logger {
+	if o.Log == nil {
+		return slog.New(slog.DiscardHandler)
 	}
+	return o.Log
 }
 
 // warnOnce is warn, said once per server however many sessions meet it
@@ -141,7 +152,15 @@ type Session struct {
 
 	o        Options
 	preamble string
-	hooks    *sessionHooks
+	// log is the session's logger: the server's stderr, and the client
+	// at the level it set (logging.go).
+	log *slog.Logger
+	// clientLevel is the slog level from which records go to the client;
+	// clientLevelOff until it sends logging/setLevel.
+	clientLevel atomic.Int64
+	// mcpID is the MCP session id the session serves (HTTP).
+	mcpID string
+	hooks *sessionHooks
 
 	mu       sync.Mutex
 	handlers map[string]mcpserver.ToolHandlerFunc
@@ -214,6 +233,8 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 		}
 	}
 	s := &Session{ID: id, Tools: toolset, o: o}
+	s.clientLevel.Store(clientLevelOff)
+	s.log = newSessionLogger(o.logger(), s)
 	s.lastActive.Store(time.Now().UnixNano())
 	switch {
 	case !noMutation || pol.Mode() == confine.ModeReadOnly:
@@ -264,7 +285,10 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 		if o.ScratchParent != "" {
 			socketParent = o.ScratchParent
 		}
-		s.Egress, err = egress.StartSession(o.Config.AllowDomains, os.Getenv(egress.HostsEnv), socketParent, s.Audit.Network)
+		s.Egress, err = egress.StartSession(o.Config.AllowDomains, os.Getenv(egress.HostsEnv), socketParent, func(v egress.Violation) {
+			s.Audit.Network(v)
+			s.log.Warn("egress refused", "target", v.Target, "reason", v.Raw)
+		})
 		if err == nil {
 			err = s.Launcher.SetEgress(confine.EgressBridge(s.Egress.Bridge()))
 		}
@@ -321,7 +345,7 @@ func (s *Session) start(ctx context.Context, transport string) {
 	}
 	if warning, extra := s.hooks.start(ctx); warning != "" || extra != "" {
 		if warning != "" {
-			s.o.warn("%s", warning)
+			s.log.Warn(warning)
 			s.preamble += "- WARNING: " + warning + "\n"
 		}
 		s.preamble += extra
@@ -359,6 +383,25 @@ func (s *Session) handler(name string) mcpserver.ToolHandlerFunc {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.handlers[name]
+}
+
+// logOpened records the session's opening.
+func (s *Session) logOpened() {
+	s.log.Info("session opened", "mode", string(s.Policy.Mode()), "network", string(s.Policy.Network()), "tools", strings.Join(s.Tools, ","))
+}
+
+// logCall records one tool call (debug) and a denial (info), with the
+// call's ctx so that a client that asked for them gets them ahead of the
+// result.
+func (s *Session) logCall(ctx context.Context, tool string, took time.Duration, res *mcp.CallToolResult, err error) {
+	switch den, ok := tools.DenialOf(res); {
+	case err != nil:
+		s.log.ErrorContext(ctx, "tool call failed", "tool", tool, "error", err.Error())
+	case ok:
+		s.log.InfoContext(ctx, "denied", "tool", tool, "rule", den.Rule, "path", den.Path)
+	default:
+		s.log.DebugContext(ctx, "tool call", "tool", tool, "ms", took.Milliseconds(), "is_error", res != nil && res.IsError)
+	}
 }
 
 // begin marks a call in flight (an in-flight session never idles out).
@@ -427,6 +470,8 @@ func (s *Session) Close() error {
 			errs = append(errs, s.Launcher.Close())
 		}
 		s.Audit.Lifecycle("session-end", "")
+		// Not to the client: it may be gone (stdin closed, DELETE).
+		s.o.logger().Info("session closed", "session", s.ID)
 		errs = append(errs, s.Audit.Close())
 		s.closeErr = errors.Join(errs...)
 	})

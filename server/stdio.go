@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
@@ -20,6 +21,7 @@ func RunStdio(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer)
 	out := &syncWriter{w: stdout}
 	h.stdout = out
 	stdio := mcpserver.NewStdioServer(h.srv)
+	stdio.SetErrorLogger(slog.NewLogLogger(h.o.logger().With("component", "mcp-transport").Handler(), slog.LevelError))
 	err = stdio.Listen(ctx, newGuardedReader(stdin, out), out)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil

@@ -90,7 +90,7 @@ func Shell(d Deps) server.ServerTool {
 			Stderr:  out,
 			Timeout: timeout,
 		})
-		out.flush()
+		out.settle()
 		if err != nil {
 			// The command did not run; what was written is the sandbox
 			// builder's own message (bwrap's), which says why.
@@ -118,21 +118,35 @@ func Shell(d Deps) server.ServerTool {
 	})}
 }
 
+// Progress timing (README, "Clients tested"). Some clients (the official
+// TypeScript SDK v1, and hosts built on it) handle a progress notification
+// one microtask after a result that arrived in the same read, then call
+// the notification's token unknown, and some hosts drop the connection for
+// it. So a call sends progress only once it has run for progressAfter (a
+// quick command sends none: its result follows at once), never sends a
+// final flush (the result holds the output), and its result leaves no
+// sooner than progressGap after its last notification.
+const (
+	progressAfter = 200 * time.Millisecond
+	progressGap   = 30 * time.Millisecond
+)
+
 // capture keeps the head and the tail of a stream up to limit bytes in all,
 // and forwards chunks to a progress sink as they arrive.
 type capture struct {
-	mu       sync.Mutex
+	mu       sync.Mutex // guards everything below
 	limit    int
 	head     []byte
 	tail     []byte // ring of the last limit/2 bytes once head is full
 	total    int64
 	sink     func(total int64, chunk string)
 	pending  []byte
+	started  time.Time
 	lastSent time.Time
 }
 
 func newCapture(limit int, sink func(int64, string)) *capture {
-	return &capture{limit: limit, sink: sink}
+	return &capture{limit: limit, sink: sink, started: time.Now()}
 }
 
 func (c *capture) Write(p []byte) (int, error) {
@@ -155,7 +169,7 @@ func (c *capture) Write(p []byte) (int, error) {
 		// At most ten notifications a second, whatever the output rate: a
 		// command printing gigabytes must not flood the client. Between
 		// them, only the last 64 KiB are kept to send.
-		if time.Since(c.lastSent) > 100*time.Millisecond {
+		if time.Since(c.started) >= progressAfter && time.Since(c.lastSent) > 100*time.Millisecond {
 			c.sendLocked()
 		}
 	}
@@ -178,11 +192,15 @@ func (c *capture) sendLocked() {
 	c.lastSent = time.Now()
 }
 
-func (c *capture) flush() {
+// settle ends progress: nothing more is sent, and it returns no sooner
+// than progressGap after the last notification.
+func (c *capture) settle() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.sink != nil {
-		c.sendLocked()
+	c.sink = nil
+	wait := progressGap - time.Since(c.lastSent)
+	c.mu.Unlock()
+	if wait > 0 && wait <= progressGap {
+		time.Sleep(wait)
 	}
 }
 

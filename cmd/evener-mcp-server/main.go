@@ -55,10 +55,11 @@ func run(args []string) int {
 // stderr carries the startup line and warnings, never protocol.
 func runStdio(args []string) int {
 	s := cli.NewFlagSet("evener-mcp")
+	lf := logFlags(s)
 	if code, ok := parse(s, args); !ok {
 		return code
 	}
-	o, code := resolve(s, false)
+	o, code := resolve(s, lf, false)
 	if code != 0 {
 		return code
 	}
@@ -73,7 +74,7 @@ func runStdio(args []string) int {
 	defer stop()
 	err := server.RunStdio(ctx, o, os.Stdin, os.Stdout)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
+		o.Log.Error(err.Error())
 		return 1
 	}
 	return 0
@@ -81,7 +82,11 @@ func runStdio(args []string) int {
 
 // resolve turns the parsed flags into the server's options and prints the
 // startup line.
-func resolve(s *cli.FlagSet, printLine bool) (server.Options, int) {
+func resolve(s *cli.FlagSet, lf *logOptions, printLine bool) (server.Options, int) {
+	log, ok := lf.logger()
+	if !ok {
+		return server.Options{}, cli.ExitUsage
+	}
 	cfg, pol, code := s.Resolve(func(*config.Config) confine.ProbeDepth { return confine.ProbeFull })
 	if code != 0 {
 		return server.Options{}, code
@@ -95,7 +100,7 @@ func resolve(s *cli.FlagSet, printLine bool) (server.Options, int) {
 	}
 	return server.Options{
 		Config: cfg, Policy: pol, Caps: caps,
-		Warn:    func(w string) { fmt.Fprintf(os.Stderr, "evener-mcp: warning: %s\n", w) },
+		Log:     log,
 		Started: func(line string) { fmt.Fprintln(os.Stderr, line) },
 	}, 0
 }

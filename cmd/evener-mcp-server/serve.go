@@ -25,6 +25,7 @@ func runServe(args []string) int {
 	tokenFile := s.FS.String("token-file", "", "file holding the bearer token clients must send (or set "+TokenEnv+"); required off loopback")
 	idle := s.FS.Duration("idle-timeout", server.DefaultIdleTimeout, "end a session after this long with no call in flight")
 	maxSess := s.FS.Int("max-sessions", server.DefaultMaxSessions, "refuse new sessions beyond this many live ones")
+	lf := logFlags(s)
 	if code, ok := parse(s, args); !ok {
 		return code
 	}
@@ -51,7 +52,7 @@ func runServe(args []string) int {
 		}
 		fmt.Fprintf(os.Stderr, "evener-mcp: warning: listening on %s, beyond loopback: the bearer token and every file the tools return travel in clear text unless a TLS proxy fronts this port\n", *listen)
 	}
-	o, code := resolve(s, true)
+	o, code := resolve(s, lf, true)
 	if code != 0 {
 		return code
 	}
@@ -59,10 +60,10 @@ func runServe(args []string) int {
 	defer stop()
 	err := server.ServeHTTP(ctx, o, server.HTTPOptions{
 		Listen: *listen, Token: token, IdleTimeout: *idle, MaxSessions: *maxSess,
-		Ready: func(a net.Addr) { fmt.Fprintf(os.Stderr, "evener-mcp: serving MCP at http://%s/mcp\n", a) },
+		Ready: func(a net.Addr) { o.Log.Info("serving MCP at http://"+a.String()+"/mcp", "listen", a.String()) },
 	})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
+		o.Log.Error(err.Error())
 		return 1
 	}
 	return 0

@@ -1,0 +1,318 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The official MCP TypeScript SDK v1 client (integration/tsclient), the one
+// most agent hosts embed. It lists the tools first, as hosts do, and then
+// validates every structured result against the tool's output schema, error
+// results included: a result that does not match throws instead of reaching
+// the model.
+
+var (
+	tsOnce sync.Once
+	tsErr  error
+	tsDir  string
+)
+
+// tsClient installs the client's packages (once per run) and returns its
+// directory.
+func tsClient(t *testing.T) string {
+	t.Helper()
+	tsOnce.Do(func() {
+		tsDir, tsErr = filepath.Abs("tsclient")
+		if tsErr != nil {
+			return
+		}
+		if _, err := exec.LookPath("node"); err != nil {
+			tsErr = fmt.Errorf("node is not installed (scripts/deps.sh installs it): %w", err)
+			return
+		}
+		if _, err := os.Stat(filepath.Join(tsDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "npm", "install", "--no-package-lock", "--no-audit", "--no-fund", "--loglevel=error")
+		cmd.Dir = tsDir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			tsErr = fmt.Errorf("npm install: %v\n%s", err, out)
+		}
+	})
+	if tsErr != nil {
+		t.Fatal(tsErr)
+	}
+	return tsDir
+}
+
+type tsCall struct {
+	Name      string         `json:"name"`
+	Arguments map[string]any `json:"arguments"`
+	Progress  bool           `json:"progress,omitempty"`
+}
+
+type tsPlan struct {
+	Transport   string            `json:"transport"`
+	Command     string            `json:"command,omitempty"`
+	Args        []string          `json:"args,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	Cwd         string            `json:"cwd,omitempty"`
+	URL         string            `json:"url,omitempty"`
+	SetLevel    string            `json:"setLevel,omitempty"`
+	Calls       []tsCall          `json:"calls"`
+	Repeat      int               `json:"repeat,omitempty"`
+	Concurrency int               `json:"concurrency,omitempty"`
+}
+
+type tsResult struct {
+	I            int              `json:"i"`
+	Name         string           `json:"name"`
+	OK           bool             `json:"ok"`
+	IsError      bool             `json:"isError"`
+	Text         string           `json:"text"`
+	ContentTypes []string         `json:"contentTypes"`
+	Structured   map[string]any   `json:"structured"`
+	Meta         map[string]any   `json:"meta"`
+	Error        string           `json:"error"`
+	Listed       []string         `json:"listed"`
+	Done         bool             `json:"done"`
+	Late         int              `json:"late"`
+	Progress     int              `json:"progressEvents"`
+	Errors       []string         `json:"errors"`
+	Logs         []map[string]any `json:"logs"`
+}
+
+type tsRun struct {
+	listed  []string
+	results []tsResult // by call index
+	summary tsResult
+	stderr  string
+}
+
+// stdioPlan starts the server over stdio as the fixture's identity.
+func (e *env) stdioPlan(t *testing.T, flags ...string) tsPlan {
+	t.Helper()
+	e.chown(t)
+	env := map[string]string{}
+	for _, kv := range e.serverEnv(t) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	p := tsPlan{Transport: "stdio", Command: binPath, Args: flags, Env: env, Cwd: e.work}
+	if !e.id.root && os.Geteuid() == 0 {
+		p.Command = "setpriv"
+		p.Args = append([]string{"--reuid", strconv.Itoa(e.id.uid), "--regid", strconv.Itoa(e.id.gid), "--clear-groups", "--", binPath}, flags...)
+	}
+	return p
+}
+
+// runTS runs the TypeScript client over plan, bounded in time.
+func runTS(t *testing.T, plan tsPlan) tsRun {
+	t.Helper()
+	dir := tsClient(t)
+	b, _ := json.Marshal(plan)
+	pf := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(pf, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(dir, "client.mjs"), pf)
+	cmd.Dir = dir
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	run := tsRun{stderr: se.String()}
+	if err != nil {
+		t.Fatalf("TypeScript client: %v\nstdout:\n%s\nstderr:\n%s", err, so.String(), se.String())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(so.String()), "\n") {
+		var r tsResult
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("client line %q: %v", line, err)
+		}
+		switch {
+		case r.Listed != nil:
+			run.listed = r.Listed
+		case r.Done:
+			run.summary = r
+		default:
+			run.results = append(run.results, r)
+		}
+	}
+	if !run.summary.Done {
+		t.Fatalf("the client did not finish:\n%s\n%s", so.String(), se.String())
+	}
+	return run
+}
+
+// strictCalls are every tool's success and denial, in workspace-write.
+func strictCalls(e *env) []tsCall {
+	patchOK := "*** Begin Patch\n*** Add File: patched.txt\n+patched\n*** End Patch\n"
+	patchOut := "*** Begin Patch\n*** Add File: .git/hooks/pre-commit\n+x\n*** End Patch\n"
+	secret := filepath.Join(e.home, ".ssh", "id_rsa")
+	return []tsCall{
+		{Name: "read_file", Arguments: map[string]any{"path": "README"}},
+		{Name: "read_file", Arguments: map[string]any{"path": "pixel.png"}},
+		{Name: "read_file", Arguments: map[string]any{"path": "blob.bin"}},
+		{Name: "read_file", Arguments: map[string]any{"path": secret}},
+		{Name: "write_file", Arguments: map[string]any{"path": "new.txt", "content": "new\n"}},
+		{Name: "write_file", Arguments: map[string]any{"path": "../sibling/x", "content": "x"}},
+		{Name: "edit_file", Arguments: map[string]any{"path": "new.txt", "edits": []map[string]any{{"old_text": "new", "new_text": "newer"}}}},
+		{Name: "edit_file", Arguments: map[string]any{"path": ".git/config", "edits": []map[string]any{{"old_text": "[core]", "new_text": "[core]\n\thooksPath = /tmp"}}}},
+		{Name: "apply_patch", Arguments: map[string]any{"patch": patchOK}},
+		{Name: "apply_patch", Arguments: map[string]any{"patch": patchOut}},
+		{Name: "glob", Arguments: map[string]any{"pattern": "*.txt"}},
+		{Name: "glob", Arguments: map[string]any{"pattern": "*", "path": filepath.Join(e.home, ".ssh")}},
+		{Name: "grep", Arguments: map[string]any{"pattern": "worktree"}},
+		{Name: "grep", Arguments: map[string]any{"pattern": "SECRET", "path": filepath.Join(e.home, ".ssh")}},
+		{Name: "list_dir", Arguments: map[string]any{"path": "."}},
+		{Name: "list_dir", Arguments: map[string]any{"path": filepath.Join(e.home, ".ssh")}},
+		{Name: "shell", Arguments: map[string]any{"command": "echo out; echo err >&2; exit 3"}, Progress: true},
+		{Name: "shell", Arguments: map[string]any{"command": "echo forbidden-word"}},
+		{Name: "read_file", Arguments: map[string]any{"path": "missing-file"}},
+	}
+}
+
+// wantDenied says which strictCalls are refusals (by index).
+var strictDenied = map[int]string{3: "denylist", 5: "outside-roots", 7: "git-metadata", 9: "git-metadata", 11: "denylist", 13: "denylist", 15: "denylist", 17: "hook"}
+
+// TestTSClientStrict: with the official TypeScript SDK client (tools listed
+// first, so every structured result is validated against its schema),
+// every tool's success and denial, a hook's block and a plain error reach
+// the caller as results, over stdio and over HTTP; each denial carries its
+// typed object in _meta["evener-mcp/denial"].
+func TestTSClientStrict(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		for _, tr := range []string{"stdio", "http"} {
+			t.Run(tr, func(t *testing.T) {
+				e := newEnv(t, id)
+				writeFile(t, filepath.Join(e.home, ".ssh", "id_rsa"), "SECRET-KEY\n")
+				png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82")
+				writeFile(t, filepath.Join(e.work, "pixel.png"), string(png))
+				writeFile(t, filepath.Join(e.work, "blob.bin"), "a\x00b\x00\xff")
+				if out, err := exec.Command("git", "init", "-q", e.work).CombinedOutput(); err != nil {
+					t.Fatalf("git init: %v %s", err, out)
+				}
+				hook := hookScript(t, filepath.Join(e.root, "hooks"), "no-forbidden-word", `in=$(cat)
+case "$in" in *forbidden-word*) echo "commands may not say forbidden-word" >&2; exit 2 ;; esac
+exit 0`)
+				cfg := hookConfig(t, e, "strict", hookDef{event: "PreToolUse", matcher: "shell", command: hook})
+				flags := []string{"--sandbox", "workspace-write", "--sandbox-net", "off", "--config", cfg}
+				var plan tsPlan
+				if tr == "stdio" {
+					plan = e.stdioPlan(t, flags...)
+				} else {
+					plan = tsPlan{Transport: "http", URL: e.serve(t, flags...).url}
+				}
+				plan.Calls = strictCalls(e)
+				run := runTS(t, plan)
+				if len(run.listed) != 8 {
+					t.Errorf("listed %v", run.listed)
+				}
+				if len(run.results) != len(plan.Calls) {
+					t.Fatalf("%d results for %d calls", len(run.results), len(plan.Calls))
+				}
+				for _, r := range run.results {
+					c := plan.Calls[r.I]
+					if !r.OK {
+						t.Errorf("call %d %s %v: the client rejected the result: %s", r.I, c.Name, c.Arguments, r.Error)
+						continue
+					}
+					rule, isDenial := strictDenied[r.I]
+					den, _ := r.Meta["evener-mcp/denial"].(map[string]any)
+					switch {
+					case isDenial:
+						if !r.IsError || den == nil || den["denied"] != true || den["rule"] != rule || r.Text == "" {
+							t.Errorf("call %d %s: want a %s denial with _meta, got isError=%v meta=%v text=%q", r.I, c.Name, rule, r.IsError, r.Meta, r.Text)
+						}
+						if r.Structured != nil {
+							t.Errorf("call %d %s: a denial carries structuredContent %v", r.I, c.Name, r.Structured)
+						}
+						if strings.Contains(r.Text, "SECRET") {
+							t.Errorf("call %d %s: the denial leaks the secret: %s", r.I, c.Name, r.Text)
+						}
+					case r.I == 18: // a plain error: no such file
+						if !r.IsError || den != nil {
+							t.Errorf("missing file: isError=%v meta=%v", r.IsError, r.Meta)
+						}
+					case r.I == 16: // a failing command is a result, not an error
+						if r.IsError || r.Structured["exit_code"] != float64(3) {
+							t.Errorf("shell exit 3: isError=%v %v", r.IsError, r.Structured)
+						}
+					default:
+						if r.IsError {
+							t.Errorf("call %d %s %v: unexpected error result: %s", r.I, c.Name, c.Arguments, r.Text)
+						}
+					}
+				}
+				if got := run.results[1].ContentTypes; len(got) == 0 || got[0] != "image" {
+					t.Errorf("the image came back as %v", got)
+				}
+				if len(run.summary.Errors) > 0 || run.summary.Late > 0 {
+					t.Errorf("client errors %v, late progress %d", run.summary.Errors, run.summary.Late)
+				}
+			})
+		}
+	})
+}
+
+// TestTSClientProgressOrder: over 200 shell calls streaming output with a
+// progress token, four at a time, the TypeScript client never sees a
+// progress notification after its call's result (it reports one as an
+// unknown token, even one that arrived in the same read as the result), over stdio and over HTTP (where the client keeps a
+// standalone GET stream open, so the server's shared notification channel
+// is in play).
+func TestTSClientProgressOrder(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		for _, tr := range []string{"stdio", "http"} {
+			t.Run(tr, func(t *testing.T) {
+				e := newEnv(t, id)
+				flags := []string{"--sandbox", "workspace-write", "--sandbox-net", "off"}
+				var plan tsPlan
+				if tr == "stdio" {
+					plan = e.stdioPlan(t, flags...)
+				} else {
+					plan = tsPlan{Transport: "http", URL: e.serve(t, flags...).url}
+				}
+				plan.Calls = []tsCall{{Name: "shell", Arguments: map[string]any{"command": "for i in 1 2 3 4 5 6; do echo line$i; sleep 0.06; done; echo last"}, Progress: true}}
+				plan.Repeat, plan.Concurrency = 200, 6
+				run := runTS(t, plan)
+				bad := 0
+				for _, r := range run.results {
+					if !r.OK || r.IsError || !strings.Contains(r.Text, "last") {
+						bad++
+						if bad < 4 {
+							t.Errorf("call %d: ok=%v isError=%v %s %s", r.I, r.OK, r.IsError, r.Error, r.Text)
+						}
+					}
+				}
+				if len(run.results) != 200 {
+					t.Errorf("%d results, want 200", len(run.results))
+				}
+				if run.summary.Late != 0 {
+					t.Errorf("%d progress notifications followed their result", run.summary.Late)
+				}
+				if run.summary.Progress < 200 {
+					t.Errorf("only %d progress notifications over 200 streaming calls", run.summary.Progress)
+				}
+				if len(run.summary.Errors) > 0 {
+					t.Errorf("client errors: %v", run.summary.Errors)
+				}
+			})
+		}
+	})
+}
