@@ -26,6 +26,8 @@ type rawConn struct {
 	cmd   *exec.Cmd
 	in    io.WriteCloser
 	lines chan string
+	// stderr is the server's standard error.
+	stderr *lockedBuffer
 }
 
 func (e *env) raw(t *testing.T, flags ...string) *rawConn {
@@ -39,10 +41,12 @@ func (e *env) raw(t *testing.T, flags ...string) *rawConn {
 	}
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	rc := &rawConn{t: t, cmd: cmd, in: in, lines: make(chan string, 100)}
+	rc := &rawConn{t: t, cmd: cmd, in: in, lines: make(chan string, 100), stderr: stderr}
 	go func() {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -65,6 +69,22 @@ func (e *env) raw(t *testing.T, flags ...string) *rawConn {
 	rc.expect(0)
 	rc.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return rc
+}
+
+// close ends the session (stdin closed), waits (bounded) for the server to
+// exit and returns its stderr.
+func (r *rawConn) close() string {
+	r.t.Helper()
+	r.in.Close()
+	done := make(chan struct{})
+	go func() { r.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		r.cmd.Process.Kill()
+		r.t.Errorf("the server did not exit within 15 s of stdin closing")
+	}
+	return r.stderr.String()
 }
 
 func (r *rawConn) send(line string) {
