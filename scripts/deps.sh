@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what evener-mcp and its tests need on Debian/Ubuntu: bubblewrap
 # (the sandbox), and the tools the integration tests drive (git, perl,
-# util-linux's unshare and setpriv). Go itself must already be installed.
+# util-linux's unshare and setpriv, node and npm for the TypeScript client). Go itself must already be installed.
 set -euo pipefail
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
@@ -12,6 +12,10 @@ command -v ipcmk >/dev/null 2>&1 || need+=(util-linux)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v wget >/dev/null 2>&1 || need+=(wget)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+# The integration tests drive the server with the official MCP TypeScript
+# SDK client (integration/tsclient), installed with npm by the tests.
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 [ ${#need[@]} -eq 0 ] && exit 0
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
