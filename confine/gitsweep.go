@@ -115,6 +115,11 @@ type gitSweeper struct {
 	// so none of them can be swapped by a command that started earlier.
 	pinDirs, pinLinks []string
 	poison            error
+	// commons are the worktrees' own common git dirs. Inspect pins their
+	// surfaces (pre-created when absent) in every writing spawn, so a
+	// change to them came from outside every sandbox (the user's own `git
+	// config` while a command ran): it is recorded, not set aside.
+	commons []string
 }
 
 var theSweeper = &gitSweeper{cache: map[string]*dirFacts{}}
@@ -130,12 +135,15 @@ type sweepTicket struct {
 
 // sweepRoots are the directories a spawn under p can write persistent git
 // state in: its write roots and a common git dir outside them.
-func sweepRoots(p *Policy) []string {
-	roots := slices.Clone(p.WriteRoots())
-	if _, _, common, err := discoverRepo(p.Workdir()); err == nil && common != "" && !underAny(common, roots) {
-		roots = append(roots, common)
+func sweepRoots(p *Policy) (roots []string, common string) {
+	roots = slices.Clone(p.WriteRoots())
+	if _, _, c, err := discoverRepo(p.Workdir()); err == nil && c != "" {
+		common = c
+		if !underAny(common, roots) {
+			roots = append(roots, common)
+		}
 	}
-	return roots
+	return roots, common
 }
 
 // sweepBegin opens a spawn's share of the sweep (nil when the policy
@@ -146,7 +154,13 @@ func (s *Session) sweepBegin() (*sweepTicket, error) {
 	if p.Mode() == ModeOff || !p.writes() {
 		return nil, nil
 	}
-	return theSweeper.begin(sweepRoots(p), p.Workdir())
+	roots, common := sweepRoots(p)
+	theSweeper.mu.Lock()
+	if common != "" && !slices.Contains(theSweeper.commons, common) {
+		theSweeper.commons = append(theSweeper.commons, common)
+	}
+	theSweeper.mu.Unlock()
+	return theSweeper.begin(roots, p.Workdir())
 }
 
 // begin counts a spawn in, first taking a new record of what is known
@@ -485,7 +499,7 @@ func (w *sweepWalk) gitDir(fd, parent int, name, path string) (string, error) {
 		return path, nil
 	}
 	b, known := w.sw.base.gitDirs[path]
-	if known && b.dir.sameInode(rec.dir) && sameSurfaces(b.surf, rec.surf) {
+	if known && b.dir.sameInode(rec.dir) && (sameSurfaces(b.surf, rec.surf) || slices.Contains(w.sw.commons, path)) {
 		w.snap.gitDirs[path] = rec
 		return path, nil
 	}
