@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/tools/internal/termsafe"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -95,11 +96,15 @@ func Shell(d Deps) server.ServerTool {
 			// The command did not run; what was written is the sandbox
 			// builder's own message (bwrap's), which says why.
 			if text, _ := out.result(); strings.TrimSpace(text) != "" {
+				text = termsafe.Clean(text)
 				return nil, fmt.Errorf("shell: %w: %s", err, clip(strings.TrimSpace(text), 500))
 			}
 			return nil, fmt.Errorf("shell: %w", err)
 		}
 		text, truncated := out.result()
+		// The human watching the client may be at a terminal: no escape
+		// sequence of the command's reaches it (README, "The tools").
+		text = termsafe.Clean(text)
 		viol := attribute(text, d.Policy.Workdir())
 		if d.NetViolations != nil {
 			viol = append(viol, d.NetViolations(started, time.Now())...)
@@ -236,7 +241,7 @@ func (d Deps) progressSink(ctx context.Context, req mcp.CallToolRequest) func(in
 		notify(ctx, "notifications/progress", map[string]any{
 			"progressToken": token,
 			"progress":      total,
-			"message":       chunk,
+			"message":       termsafe.Clean(chunk),
 		})
 	}
 }
