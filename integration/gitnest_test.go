@@ -224,6 +224,12 @@ func TestGitNestShell(t *testing.T) {
 		if got := probeAll(t, e, marks, cases); len(got) != 0 {
 			t.Errorf("the user's git ran code the sandbox planted: %v\n%s", got, out)
 		}
+		if !strings.Contains(out, "[git: ") || !strings.Contains(out, "evener-quarantine") {
+			t.Errorf("the result does not say what was set aside:\n%s", out)
+		}
+		if v, _ := structured(t, r)["violations"].([]any); !strings.Contains(fmt.Sprint(v), "git-set-aside") {
+			t.Errorf("no git-set-aside violation: %v", v)
+		}
 		// The session keeps working, its repository too.
 		r = m.call(t, "shell", map[string]any{"command": "git log --oneline | wc -l"})
 		if s := structured(t, r); s["exit_code"] != float64(0) {

@@ -109,6 +109,14 @@ func Shell(d Deps) server.ServerTool {
 		if d.NetViolations != nil {
 			viol = append(viol, d.NetViolations(started, time.Now())...)
 		}
+		// Repositories the git sweep set aside after the command (README,
+		// "Git"): the model learns why its repository is gone.
+		var gitNotes strings.Builder
+		for _, q := range res.Quarantined {
+			target, _, _ := strings.Cut(q, ":")
+			viol = append(viol, Violation{Action: "git-set-aside", Target: target, Raw: clip(q, 300)})
+			gitNotes.WriteString("\n[git: " + q + "]")
+		}
 		if d.Audit != nil {
 			d.Audit.Shell(a.Command, res, viol)
 		}
@@ -118,7 +126,7 @@ func Shell(d Deps) server.ServerTool {
 		if res.TimedOut {
 			summary = fmt.Sprintf("timed out after %s; killed the process tree", timeout)
 		}
-		r := mcp.NewToolResultStructured(sr, summary+"\n"+text)
+		r := mcp.NewToolResultStructured(sr, summary+"\n"+text+gitNotes.String())
 		return r, nil
 	})}
 }

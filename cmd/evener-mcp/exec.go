@@ -76,6 +76,9 @@ func runExec(args []string) int {
 		fmt.Fprintf(os.Stderr, "evener-mcp: refusing to run: --sandbox %s: %v\n", pol.Mode(), err)
 		return cli.ExitRefused
 	}
+	for _, q := range res.Quarantined {
+		fmt.Fprintf(os.Stderr, "evener-mcp: git: %s\n", q)
+	}
 	if res.TimedOut {
 		fmt.Fprintf(os.Stderr, "evener-mcp: timed out after %s; killed the process tree\n", *timeout)
 		return 124
