@@ -43,6 +43,9 @@ func lstatKind(p string) (PathKind, string) {
 // realLocation resolves every link in p; ok is false when nothing exists
 // there.
 func realLocation(p string) (string, bool) {
+	if _, err := os.Stat(p); err != nil {
+		return "", false // absent under every spelling: one syscall, not one per component
+	}
 	r, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return "", false
@@ -97,6 +100,7 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 			l.Sockets = append(l.Sockets, sp)
 		}
 	}
+	inspectHostSockets(&l, visible) // every other host socket (mountplan_sockets.go)
 	if p.Host().RunAsRoot {
 		// Only kernel uid 0 can write host sysctls or read these entries
 		// without capabilities; for anyone else they are the user's own view.

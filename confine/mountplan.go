@@ -139,6 +139,12 @@ type Layout struct {
 	Deny []Entry
 	// Sockets are the daemon control sockets that exist.
 	Sockets []string
+	// HostSockets are the pathname sockets bound in the server's network
+	// namespace (host services), at their real location; SocketDirs the
+	// ServiceSocketDirs that exist. Both are masked in every sandboxed
+	// mode wherever the sandbox would see them (see mountplan_sockets.go).
+	HostSockets []string
+	SocketDirs  []string
 	// Proc are the ProcMasks entries present in the host's procfs.
 	Proc []Entry
 	// ProcReadOnly remounts the sandbox's procfs read-only (root servers).
@@ -291,6 +297,16 @@ func Plan(p *Policy, l Layout) MountPlan {
 	// Masks last, so no bind above re-exposes a secret.
 	for _, e := range l.Deny {
 		add(maskFor(e, "denylist: credentials"))
+	}
+	for _, d := range l.SocketDirs {
+		if !notHostView(d, l, p) {
+			add(Mount{Kind: MountMaskDir, Dst: d, Why: "host service socket directory"})
+		}
+	}
+	for _, s := range l.HostSockets {
+		if !hostSocketHidden(s, l, p) {
+			add(Mount{Kind: MountMaskFile, Dst: s, Why: "host Unix socket"})
+		}
 	}
 	if p.Mode() == ModeRestricted {
 		// The empty root was writable while bwrap built mount points in it;

@@ -79,6 +79,15 @@ func planCases(t *testing.T) []planCase {
 		return Layout{
 			Scratch: scratch, Workdir: f.work, Deny: deny(f), Sockets: sockets,
 			Proc: proc, ProcReadOnly: true,
+			// Host sockets: masked but where the sandbox sees something
+			// else anyway (private /tmp, /run/user, a masked directory, a
+			// masked service directory).
+			HostSockets: []string{
+				"/srv/app/app.sock", filepath.Join(f.work, "dev.sock"), "/tmp/.X11-unix/X0",
+				"/run/user/1000/bus", filepath.Join(f.home, ".ssh", "agent.sock"),
+				"/run/postgresql/.s.PGSQL.5432", "/run/docker.sock",
+			},
+			SocketDirs: []string{"/run/postgresql"},
 		}
 	}
 	systemRoots := []Entry{

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -47,16 +48,23 @@ func DefaultDenylist(home, xdgConfig string) []string {
 	return out
 }
 
-// LocalHomes are the home directories of the host's accounts: every home
-// /etc/passwd names and every directory directly under /home, each
-// symlink-resolved, existing, a directory, and not "/", without
-// duplicates, in a stable order.
+// LocalHomes are the home directories of the host's people: root's and
+// every account's with a uid from 1000 (login.defs' UID_MIN) that
+// /etc/passwd names (nobody's excepted), and every directory directly
+// under /home; each symlink-resolved, existing, a directory, and not "/",
+// without duplicates, in a stable order. System accounts' homes (/bin,
+// /var/lib/postgresql) are left out: they are system directories, and
+// whatever secret such an account keeps there mode 0600 is out of reach
+// of a root server that dropped its capabilities.
 func LocalHomes() []string {
 	var cands []string
 	if b, err := os.ReadFile("/etc/passwd"); err == nil {
 		for l := range strings.Lines(string(b)) {
 			f := strings.Split(strings.TrimSpace(l), ":")
-			if len(f) >= 6 && filepath.IsAbs(f[5]) {
+			if len(f) < 6 || !filepath.IsAbs(f[5]) {
+				continue
+			}
+			if uid, err := strconv.Atoi(f[2]); err == nil && (uid == 0 || uid >= 1000 && uid != 65534) {
 				cands = append(cands, f[5])
 			}
 		}
