@@ -56,6 +56,8 @@ type Flags struct {
 	Tools        string   // --tools comma list ("" = all)
 	ConfigFiles  []string // --config (repeatable)
 	StateDir     string   // --state-dir
+	// MaxConcurrentCalls is --max-concurrent-calls (0 = unset).
+	MaxConcurrentCalls int
 }
 
 // Config is the fully resolved configuration: the confine.Spec plus
@@ -78,6 +80,10 @@ type Config struct {
 	// EnvPassthrough are extra variable names a trusted layer lets through
 	// the environment floor.
 	EnvPassthrough []string
+	// MaxConcurrentCalls bounds the process-spawning calls (shell) one
+	// session runs at once: limits.procs binds each sandbox, so this bounds
+	// a session's processes at MaxConcurrentCalls x procs.
+	MaxConcurrentCalls int
 	// Warnings are one-line notices to print at start.
 	Warnings []string
 	// Sources are the files that were read, in order.
@@ -100,6 +106,12 @@ var HookEvents = []string{"SessionStart", "PreToolUse", "PostToolUse", "SessionE
 // DefaultShellTimeout is the embedded default of Config.ShellTimeout.
 const DefaultShellTimeout = 10 * time.Minute
 
+// DefaultMaxConcurrentCalls is the embedded default of
+// Config.MaxConcurrentCalls: with the default limits.procs (1024), one
+// session holds at most 8192 processes, a quarter of a typical pid_max
+// (32768).
+const DefaultMaxConcurrentCalls = 8
+
 // ProjectFile is the project layer's path relative to the workdir.
 const ProjectFile = ".evener/mcp.toml"
 
@@ -117,7 +129,8 @@ func Load(f Flags, env []string) (*Config, error) {
 			Env:     slices.Clone(env),
 			Home:    lookupEnv(env, "HOME"),
 		},
-		ShellTimeout: DefaultShellTimeout,
+		ShellTimeout:       DefaultShellTimeout,
+		MaxConcurrentCalls: DefaultMaxConcurrentCalls,
 	}
 	m := &merger{c: c, home: home}
 
@@ -216,6 +229,13 @@ func (m *merger) flags(f Flags) error {
 			return fmt.Errorf("--tools: %w", err)
 		}
 		c.Tools = tools
+	}
+	if f.MaxConcurrentCalls != 0 {
+		n, err := maxConcurrentCalls(int64(f.MaxConcurrentCalls))
+		if err != nil {
+			return fmt.Errorf("--max-concurrent-calls: %d is not between 1 and %d", f.MaxConcurrentCalls, MaxConcurrentCallsLimit)
+		}
+		c.MaxConcurrentCalls = n
 	}
 	return nil
 }

@@ -26,6 +26,7 @@ type layer struct {
 	Tools          []string              `toml:"tools"`
 	DenyPaths      []string              `toml:"deny_paths"`
 	ShellTimeoutMs *int64                `toml:"shell_timeout_ms"`
+	MaxCalls       *int64                `toml:"max_concurrent_calls"`
 	EnvPassthrough []string              `toml:"env_passthrough"`
 	Limits         fileLimits            `toml:"limits"`
 	Hooks          map[string][]fileHook `toml:"hooks"`
@@ -149,6 +150,13 @@ func (m *merger) trusted(l *layer, path, base string) error {
 		}
 		c.ShellTimeout = d
 	}
+	if l.MaxCalls != nil {
+		n, err := maxConcurrentCalls(*l.MaxCalls)
+		if err != nil {
+			return err
+		}
+		c.MaxConcurrentCalls = n
+	}
 	for _, name := range l.EnvPassthrough {
 		if !envName.MatchString(name) {
 			return fmt.Errorf("env_passthrough: %q is not a variable name", name)
@@ -231,6 +239,16 @@ func (l fileLimits) apply(dst *confine.Limits, lowerOnly bool) error {
 		*f.dst = *f.v
 	}
 	return nil
+}
+
+// MaxConcurrentCallsLimit is the largest max_concurrent_calls accepted.
+const MaxConcurrentCallsLimit = 1024
+
+func maxConcurrentCalls(n int64) (int, error) {
+	if n <= 0 || n > MaxConcurrentCallsLimit {
+		return 0, fmt.Errorf("max_concurrent_calls: %d is not between 1 and %d", n, MaxConcurrentCallsLimit)
+	}
+	return int(n), nil
 }
 
 func parseNetwork(s string) (confine.Network, error) {

@@ -111,6 +111,16 @@ func (m *merger) project(l *layer, path string) error {
 		}
 		c.ShellTimeout = d
 	}
+	if l.MaxCalls != nil {
+		n, err := maxConcurrentCalls(*l.MaxCalls)
+		if err != nil {
+			return err
+		}
+		if n > c.MaxConcurrentCalls {
+			return fmt.Errorf("max_concurrent_calls: %d is above the trusted %d; the project file may only lower it", n, c.MaxConcurrentCalls)
+		}
+		c.MaxConcurrentCalls = n
+	}
 	return l.Limits.apply(&c.Spec.Limits, true)
 }
 

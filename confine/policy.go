@@ -99,11 +99,14 @@ type Limits struct {
 }
 
 // DefaultLimits are sized for a developer workstation running builds.
+// Procs binds one sandbox (RLIMIT_NPROC counts per user namespace); a
+// session runs at most 8 spawning calls at once by default, so 1024 keeps
+// a session under 8192 processes, a quarter of a typical pid_max (32768).
 var DefaultLimits = Limits{
 	TmpfsBytes: 2 << 30,
 	FileBytes:  8 << 30,
 	DataBytes:  8 << 30,
-	Procs:      4096,
+	Procs:      1024,
 	OpenFiles:  65536,
 }
 

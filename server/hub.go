@@ -398,6 +398,11 @@ func (h *Hub) dispatch(name string) mcpserver.ToolHandlerFunc {
 		if s == nil {
 			return mcp.NewToolResultError(errSessionless.Error()), nil
 		}
+		release, err := s.acquireCall(name)
+		if err != nil {
+			return mcp.NewToolResultError(err.Error()), nil
+		}
+		defer release()
 		defer s.begin()()
 		s.prepOnce.Do(func() { s.prepErr = h.applyRoots(ctx, s) })
 		if s.prepErr != nil {

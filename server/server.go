@@ -167,6 +167,7 @@ type Session struct {
 	defs     map[string]mcp.Tool
 
 	inflight   atomic.Int64
+	spawning   atomic.Int64 // process-spawning calls in flight (max_concurrent_calls)
 	lastActive atomic.Int64 // unix nanoseconds
 	expiring   atomic.Bool  // picked by the idle sweep
 
