@@ -52,15 +52,6 @@ const QuarantineSuffix = ".evener-quarantine"
 // refuses the next spawn: the sweep never skips what it cannot reach.
 const sweepMaxDepth = 512
 
-// nestedPinDirs and nestedPinLinks bound how many of the user's nested
-// repositories a spawn pins read-only (each git dir costs up to five
-// mounts). The others are still checked by the sweep, which sets aside a
-// repository whose config or hooks changed.
-const (
-	nestedPinDirs  = 10
-	nestedPinLinks = 16
-)
-
 type fileID struct {
 	dev, ino uint64
 	ctime    unix.Timespec
@@ -149,7 +140,7 @@ func sweepRoots(p *Policy) (roots []string, common string) {
 // sweepBegin opens a spawn's share of the sweep (nil when the policy
 // writes nothing persistent). It refuses the spawn when an earlier sweep
 // could not set something aside.
-func (s *Session) sweepBegin() (*sweepTicket, error) {
+func (s *Launcher) sweepBegin() (*sweepTicket, error) {
 	p := s.p.Load()
 	if p.Mode() == ModeOff || !p.writes() {
 		return nil, nil

@@ -279,6 +279,15 @@ func inspectGit(p *Policy, l *Layout, workdir string) error {
 // whose surfaces changed, pinned or not; so absent surfaces are not
 // created in the user's nested repositories, and a surface that is a
 // symlink is left unpinned rather than refusing the spawn. At most
+// nestedPinDirs and nestedPinLinks bound how many of the user's nested
+// repositories a spawn pins read-only (each git dir costs up to five
+// mounts). The others are still checked by the git sweep (Linux), which
+// sets aside a repository whose config or hooks changed.
+const (
+	nestedPinDirs  = 10
+	nestedPinLinks = 16
+)
+
 // nestedPinDirs git dirs and nestedPinLinks files are pinned, the same ones
 // for every spawn until no command runs (gitsweep.go).
 func pinNested(p *Policy, l *Layout, common, gitDir, gitlink string) {

@@ -29,7 +29,7 @@ import (
 
 // Session is one sandbox session: a policy, a private scratch directory and
 // the processes started under it.
-type Session struct {
+type Launcher struct {
 	p       atomic.Pointer[Policy]
 	scratch string
 
@@ -45,9 +45,9 @@ type Session struct {
 	exe        string // this binary, for GIT_SSH_COMMAND's connect helper
 }
 
-// NewSessionUnder is NewSession with the scratch created in parent (see the
+// NewLauncherUnder is NewSession with the scratch created in parent (see the
 // Linux launcher); "" is NewSession.
-func NewSessionUnder(p *Policy, envPassthrough []string, parent string) (*Session, error) {
+func NewLauncherUnder(p *Policy, envPassthrough []string, parent string) (*Launcher, error) {
 	root := p.ScratchRoot()
 	if root == "" {
 		root = os.TempDir()
@@ -69,7 +69,7 @@ func NewSessionUnder(p *Policy, envPassthrough []string, parent string) (*Sessio
 	if err := sealOnce(); err != nil {
 		return nil, fmt.Errorf("seal inherited descriptors: %w", err)
 	}
-	s := &Session{scratch: dir, running: map[*exec.Cmd]struct{}{}, envPass: envPassthrough}
+	s := &Launcher{scratch: dir, running: map[*exec.Cmd]struct{}{}, envPass: envPassthrough}
 	if parent != "" {
 		s.hideBeside = filepath.Dir(dir)
 	}
@@ -81,7 +81,7 @@ func NewSessionUnder(p *Policy, envPassthrough []string, parent string) (*Sessio
 // has no network namespace: the sandbox shares the host's loopback, so the
 // session listens on two loopback ports relayed to the bridge sockets, and
 // the profile lets the sandbox reach those two ports and nothing else.
-func (s *Session) SetEgress(b EgressBridge) error {
+func (s *Launcher) SetEgress(b EgressBridge) error {
 	exe, err := relayBinary()
 	if err != nil {
 		return err
@@ -101,7 +101,7 @@ func (s *Session) SetEgress(b EgressBridge) error {
 
 // Close kills every process still running under the session, stops its
 // loopback forwarders and removes its scratch directory.
-func (s *Session) Close() error {
+func (s *Launcher) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	for c := range s.running {
@@ -116,7 +116,7 @@ func (s *Session) Close() error {
 
 // Prepare resolves c against the policy: working directory, profile,
 // environment floor and the sandbox-exec argv.
-func (s *Session) Prepare(c Command) (*Prepared, error) {
+func (s *Launcher) Prepare(c Command) (*Prepared, error) {
 	p, dir, over, off, err := s.prepareCommon(c)
 	if err != nil || off != nil {
 		return off, err
@@ -182,7 +182,7 @@ func setEnv(env []string, key, value string) []string {
 
 // Run starts c under the policy and waits for it. A timeout or a cancelled
 // ctx kills the command's process group.
-func (s *Session) Run(ctx context.Context, c Command) (Result, error) {
+func (s *Launcher) Run(ctx context.Context, c Command) (Result, error) {
 	pr, err := s.Prepare(c)
 	if err != nil {
 		return Result{ExitCode: -1}, err
@@ -269,4 +269,4 @@ func SealInheritedFDs() error {
 }
 
 // StartSpawner does nothing on macOS (no pids cgroup).
-func (s *Session) StartSpawner() {}
+func (s *Launcher) StartSpawner() {}

@@ -18,10 +18,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Session is one sandbox session: a policy, a private scratch directory and
+// Launcher is one sandbox session: a policy, a private scratch directory and
 // the processes started under it. Every process the server starts goes
-// through Session.Run.
-type Session struct {
+// through Launcher.Run.
+type Launcher struct {
 	p       atomic.Pointer[Policy]
 	scratch string
 
@@ -45,7 +45,7 @@ type Session struct {
 
 // SetEgress hands the launcher the bridge to the session's proxies. With
 // the network on, a sandboxed spawn without one is refused.
-func (s *Session) SetEgress(b EgressBridge) error {
+func (s *Launcher) SetEgress(b EgressBridge) error {
 	exe, err := relayBinary()
 	if err != nil {
 		return err
@@ -56,12 +56,12 @@ func (s *Session) SetEgress(b EgressBridge) error {
 	return nil
 }
 
-// NewSessionUnder is NewSession with the scratch created in parent, a
+// NewLauncherUnder is NewSession with the scratch created in parent, a
 // directory private to one server that holds the scratch of each of its
 // sessions: the session's sandboxes see parent as an empty directory but
 // for their own scratch (sibling sessions' scratch and bridge sockets are
 // hidden). "" is NewSession.
-func NewSessionUnder(p *Policy, envPassthrough []string, parent string) (*Session, error) {
+func NewLauncherUnder(p *Policy, envPassthrough []string, parent string) (*Launcher, error) {
 	root := p.ScratchRoot()
 	if root == "" {
 		root = os.TempDir()
@@ -83,7 +83,7 @@ func NewSessionUnder(p *Policy, envPassthrough []string, parent string) (*Sessio
 	if err := sealOnce(); err != nil {
 		return nil, fmt.Errorf("seal inherited descriptors: %w", err)
 	}
-	s := &Session{scratch: dir, running: map[*exec.Cmd]int{}, envPass: envPassthrough}
+	s := &Launcher{scratch: dir, running: map[*exec.Cmd]int{}, envPass: envPassthrough}
 	if parent != "" {
 		s.hideBeside = filepath.Dir(dir)
 	}
@@ -93,7 +93,7 @@ func NewSessionUnder(p *Policy, envPassthrough []string, parent string) (*Sessio
 
 // Close kills every process still running under the session and removes
 // its scratch directory.
-func (s *Session) Close() error {
+func (s *Launcher) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	for c, pid := range s.running {
@@ -110,7 +110,7 @@ func (s *Session) Close() error {
 
 // Prepare resolves c against the policy: working directory, mount plan,
 // environment floor and the bubblewrap argv.
-func (s *Session) Prepare(c Command) (*Prepared, error) {
+func (s *Launcher) Prepare(c Command) (*Prepared, error) {
 	p, dir, over, off, err := s.prepareCommon(c)
 	if err != nil || off != nil {
 		return off, err
@@ -176,7 +176,7 @@ func (s *Session) Prepare(c Command) (*Prepared, error) {
 
 // Run starts c under the policy and waits for it. A timeout or a cancelled
 // ctx kills the whole tree: the sandbox's PID namespace dies with its init.
-func (s *Session) Run(ctx context.Context, c Command) (res Result, err error) {
+func (s *Launcher) Run(ctx context.Context, c Command) (res Result, err error) {
 	// After the spawn, whatever it ran, the git sweep sets aside any
 	// repository it left for the user's git to run (gitsweep.go).
 	sw, err := s.sweepBegin()
@@ -224,7 +224,7 @@ type spawnFiles struct {
 // no cgroup migration. For long-lived sessions of a root server on cgroup
 // v1; elsewhere, or until it is ready, spawns use a cgroup per spawn.
 // Close stops it.
-func (s *Session) StartSpawner() {
+func (s *Launcher) StartSpawner() {
 	if !s.p.Load().host.RunAsRoot {
 		return
 	}
@@ -255,7 +255,7 @@ func (f *spawnFiles) closeChildEnds() {
 	f.blockR.Close()
 }
 
-func (s *Session) sandboxFiles() (*spawnFiles, error) {
+func (s *Launcher) sandboxFiles() (*spawnFiles, error) {
 	prog, err := SeccompProgram()
 	if err != nil {
 		return nil, err
@@ -290,7 +290,7 @@ func (s *Session) sandboxFiles() (*spawnFiles, error) {
 	return f, nil
 }
 
-func (s *Session) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles, onStart func()) (Result, error) {
+func (s *Launcher) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles, onStart func()) (Result, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -386,7 +386,7 @@ func (s *Session) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles, onStar
 // release reads bubblewrap's info (the sandbox init's host pid), applies the
 // resource limits to it before it execs the command, then lets it go. The
 // caller closes the block pipe, after killing the spawn if release failed.
-func (s *Session) release(bwrapPID int, f *spawnFiles, onStart func()) (int, error) {
+func (s *Launcher) release(bwrapPID int, f *spawnFiles, onStart func()) (int, error) {
 	// bwrap writes the rest of its info later; a closed pipe would kill it
 	// with SIGPIPE, so the rest is drained and dropped.
 	defer func() {

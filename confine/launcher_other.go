@@ -11,26 +11,26 @@ import (
 var errNoBackend = errors.New("no sandbox backend in this build")
 
 // Session is unavailable outside Linux and macOS in this build.
-type Session struct{ p *Policy }
+type Launcher struct{ p *Policy }
 
-func NewSession(p *Policy, envPassthrough []string) (*Session, error) { return nil, errNoBackend }
-func NewSessionUnder(p *Policy, envPassthrough []string, parent string) (*Session, error) {
+func NewLauncher(p *Policy, envPassthrough []string) (*Launcher, error) { return nil, errNoBackend }
+func NewLauncherUnder(p *Policy, envPassthrough []string, parent string) (*Launcher, error) {
 	return nil, errNoBackend
 }
-func (s *Session) Policy() *Policy         { return s.p }
-func (s *Session) Scratch() string         { return os.TempDir() }
-func (s *Session) Close() error            { return nil }
-func (s *Session) Narrow(np *Policy) error { return errNoBackend }
+func (s *Launcher) Policy() *Policy         { return s.p }
+func (s *Launcher) Scratch() string         { return os.TempDir() }
+func (s *Launcher) Close() error            { return nil }
+func (s *Launcher) Narrow(np *Policy) error { return errNoBackend }
 
 // SetEgress is unavailable outside Linux and macOS in this build.
-func (s *Session) SetEgress(b EgressBridge) error { return errNoBackend }
+func (s *Launcher) SetEgress(b EgressBridge) error { return errNoBackend }
 
-func (s *Session) Prepare(c Command) (*Prepared, error) { return nil, errNoBackend }
-func (s *Session) Run(ctx context.Context, c Command) (Result, error) {
+func (s *Launcher) Prepare(c Command) (*Prepared, error) { return nil, errNoBackend }
+func (s *Launcher) Run(ctx context.Context, c Command) (Result, error) {
 	return Result{ExitCode: -1}, errNoBackend
 }
 
 // SealInheritedFDs is a no-op outside Linux and macOS in this build.
 func SealInheritedFDs() error { return nil }
 
-func (s *Session) StartSpawner() {}
+func (s *Launcher) StartSpawner() {}

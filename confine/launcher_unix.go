@@ -11,19 +11,19 @@ import (
 	"path/filepath"
 )
 
-// NewSession creates the session's scratch directory (mode 0700).
-func NewSession(p *Policy, envPassthrough []string) (*Session, error) {
-	return NewSessionUnder(p, envPassthrough, "")
+// NewLauncher creates the session's scratch directory (mode 0700).
+func NewLauncher(p *Policy, envPassthrough []string) (*Launcher, error) {
+	return NewLauncherUnder(p, envPassthrough, "")
 }
 
-func (s *Session) Policy() *Policy { return s.p.Load() }
-func (s *Session) Scratch() string { return s.scratch }
+func (s *Launcher) Policy() *Policy { return s.p.Load() }
+func (s *Launcher) Scratch() string { return s.scratch }
 
 // Narrow makes later spawns follow np, which must be no wider than the
 // current policy: the same or a stricter mode, the network kept or turned
 // off, the worktree kept or narrowed to a directory inside it. Processes
 // already running keep the sandbox they started in.
-func (s *Session) Narrow(np *Policy) error {
+func (s *Launcher) Narrow(np *Policy) error {
 	cur := s.p.Load()
 	switch {
 	case !np.Mode().NoWiderThan(cur.Mode()):
@@ -43,7 +43,7 @@ func (s *Session) Narrow(np *Policy) error {
 
 // resolveDir places the working directory inside the worktree, a write root
 // or the scratch; never elsewhere.
-func (s *Session) resolveDir(d string) (string, error) {
+func (s *Launcher) resolveDir(d string) (string, error) {
 	p := s.p.Load()
 	wd := p.Workdir()
 	if d == "" {
@@ -84,7 +84,7 @@ func removeAllForce(dir string) error {
 // prepareCommon is what every backend's Prepare starts with: the working
 // directory, the variables every spawn sets, and, in mode off, the whole
 // (unconfined) spawn.
-func (s *Session) prepareCommon(c Command) (p *Policy, dir string, over map[string]string, off *Prepared, err error) {
+func (s *Launcher) prepareCommon(c Command) (p *Policy, dir string, over map[string]string, off *Prepared, err error) {
 	if len(c.Args) == 0 {
 		return nil, "", nil, nil, errors.New("no command")
 	}

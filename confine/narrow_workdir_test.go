@@ -27,7 +27,7 @@ func TestNarrowWorkdir(t *testing.T) {
 			t.Errorf("NarrowWorkdir(%s) = %s, want refusal", bad, q.Workdir())
 		}
 	}
-	s, err := NewSession(p, nil)
+	s, err := NewLauncher(p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // (real bubblewrap, the real launcher) and returns its output.
 func runInSandbox(t *testing.T, p *Policy, script string) (string, int) {
 	t.Helper()
-	s, err := NewSession(p, nil)
+	s, err := NewLauncher(p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

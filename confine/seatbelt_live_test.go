@@ -201,7 +201,7 @@ func TestSeatbeltLiveLauncher(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sess, err := NewSession(p, nil)
+			sess, err := NewLauncher(p, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -118,13 +118,13 @@ type compiled struct {
 
 // Runner runs one session's hooks. It is safe for concurrent use.
 type Runner struct {
-	sess      *confine.Session
+	sess      *confine.Launcher
 	sessionID string
 	hooks     []compiled
 }
 
 // New checks hs and returns their runner for the session.
-func New(sess *confine.Session, sessionID string, hs []Hook) (*Runner, error) {
+func New(sess *confine.Launcher, sessionID string, hs []Hook) (*Runner, error) {
 	r := &Runner{sess: sess, sessionID: sessionID}
 	for i, h := range hs {
 		where := fmt.Sprintf("hook %d (%s %s)", i, h.Event, h.Command)

@@ -59,7 +59,7 @@ func (w world) script(t *testing.T, name, body string) string {
 
 // session resolves a policy in mode (network off) that grants the hooks'
 // commands, and opens a launcher session on it.
-func (w world) session(t *testing.T, mode confine.Mode, hs []Hook) *confine.Session {
+func (w world) session(t *testing.T, mode confine.Mode, hs []Hook) *confine.Launcher {
 	t.Helper()
 	env := []string{"HOME=" + w.home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
 	var infra []string
@@ -75,7 +75,7 @@ func (w world) session(t *testing.T, mode confine.Mode, hs []Hook) *confine.Sess
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := confine.NewSession(p, nil)
+	s, err := confine.NewLauncher(p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

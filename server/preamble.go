@@ -18,7 +18,7 @@ const probeTimeout = 10 * time.Second
 // about its own box, every line read from the resolved policy or measured
 // through the session's own launcher, so it measures what a command meets.
 // A probe that cannot run renders "unprobed", never a guess.
-func Preamble(ctx context.Context, sess *confine.Session, allowDomains []string, degradedShell string) string {
+func Preamble(ctx context.Context, sess *confine.Launcher, allowDomains []string, degradedShell string) string {
 	p := sess.Policy()
 	var gitLine, pathLine string
 	var wg sync.WaitGroup
@@ -101,7 +101,7 @@ func writableSummary(p *confine.Policy) string {
 
 // probe runs script through the session's launcher and renders its output,
 // or "unprobed" with the reason.
-func probe(ctx context.Context, sess *confine.Session, script string, render func(string) string) string {
+func probe(ctx context.Context, sess *confine.Launcher, script string, render func(string) string) string {
 	var out bytes.Buffer
 	res, err := sess.Run(ctx, confine.Command{Args: []string{"sh", "-c", script}, Stdout: &out, Timeout: probeTimeout})
 	switch {

@@ -138,7 +138,7 @@ func parseNarrowing(caps mcp.ClientCapabilities) (n Narrowing, ok bool, err erro
 type Session struct {
 	ID       string
 	Policy   *confine.Policy
-	Launcher *confine.Session
+	Launcher *confine.Launcher
 	Files    *confine.FileAccess
 	Audit    *Audit
 	Egress   *egress.Session // nil unless sandboxed with the network on
@@ -259,7 +259,7 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 	}
 	s.Policy = pol
 	var err error
-	if s.Launcher, err = confine.NewSessionUnder(pol, o.Config.EnvPassthrough, o.ScratchParent); err != nil {
+	if s.Launcher, err = confine.NewLauncherUnder(pol, o.Config.EnvPassthrough, o.ScratchParent); err != nil {
 		return nil, err
 	}
 	// A server session lives long enough to amortise a spawner thread in

@@ -63,7 +63,7 @@ type Recorder interface {
 // Deps is what the tools stand on; one per session.
 type Deps struct {
 	Policy  *confine.Policy
-	Session *confine.Session
+	Session *confine.Launcher
 	Files   *confine.FileAccess
 	Audit   Recorder
 	Caps    Caps

@@ -7,7 +7,6 @@ import (
 
 	"github.com/evener-dev/evener-mcp/cmd/internal/cli"
 	"github.com/evener-dev/evener-mcp/server"
-	"golang.org/x/sys/unix"
 )
 
 // logOptions are the server's --log-format and --log-level (README,
@@ -34,6 +33,5 @@ func (lf *logOptions) logger() (*slog.Logger, bool) {
 		fmt.Fprintf(os.Stderr, "evener-mcp: --log-format %q: want text or json\n", lf.format)
 		return nil, false
 	}
-	_, err := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS)
-	return server.NewLogger(os.Stderr, lf.format, level, err == nil), true
+	return server.NewLogger(os.Stderr, lf.format, level, isTerminal(os.Stderr)), true
 }

@@ -44,7 +44,7 @@ func runExec(args []string) int {
 	if code != 0 {
 		return code
 	}
-	sess, err := confine.NewSession(pol, cfg.EnvPassthrough)
+	sess, err := confine.NewLauncher(pol, cfg.EnvPassthrough)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
 		return cli.ExitRefused

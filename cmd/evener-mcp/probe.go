@@ -41,7 +41,7 @@ func runProbe(args []string) int {
 		return code
 	}
 	fmt.Fprintln(os.Stderr, pol.StartupLine())
-	sess, err := confine.NewSession(pol, cfg.EnvPassthrough)
+	sess, err := confine.NewLauncher(pol, cfg.EnvPassthrough)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
 		return cli.ExitRefused
@@ -108,7 +108,7 @@ func runProbe(args []string) int {
 // With the network on, the session's egress runs only for the Prepare and is
 // closed before this returns; the result is redacted (confine.RedactEgress)
 // and comes with the egress plan and the allowlist in force.
-func prepareProbe(sess *confine.Session, pol *confine.Policy, cfg *config.Config) (*confine.Prepared, []string, *confine.EgressPlan, error) {
+func prepareProbe(sess *confine.Launcher, pol *confine.Policy, cfg *config.Config) (*confine.Prepared, []string, *confine.EgressPlan, error) {
 	cmd := confine.Command{Args: []string{"true"}}
 	if pol.Network() != confine.NetworkOn {
 		pr, err := sess.Prepare(cmd)
