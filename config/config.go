@@ -19,7 +19,7 @@
 // These are trusted: a later layer overrides scalars (sandbox, network,
 // backend, tools, shell_timeout_ms, limits) and appends to lists
 // (allow_domains, add_dirs, deny_paths, env_passthrough, hooks). Each hook
-// command of a trusted layer is also listed in Spec.InfraPaths, from which
+// command of a trusted layer is also listed in Spec.HookPaths, from which
 // confine derives the read/exec grant on its directory.
 //
 // Last comes the project file <workdir>/.evener/mcp.toml. It sits inside the

@@ -286,7 +286,7 @@ command = "/opt/h/start"
 				t.Errorf("hooks = %v, want two events", c.Hooks)
 			}
 			// Every trusted hook command, once: confine grants its directory.
-			equalSlice(t, "hook grants", c.Spec.InfraPaths, []string{"/opt/h/one", "/opt/h/start", "/opt/h/two"})
+			equalSlice(t, "hook grants", c.Spec.HookPaths, []string{"/opt/h/one", "/opt/h/start", "/opt/h/two"})
 		},
 	}, {
 		name:    "relative paths in a --config file are resolved against its directory",
@@ -532,7 +532,7 @@ command = "/bin/sh"
 			equal(t, "backend", c.Backend, "")
 			equal(t, "mode", c.Spec.Mode, "")
 			equal(t, "hooks", len(c.Hooks), 0)
-			equal(t, "hook grants", len(c.Spec.InfraPaths), 0)
+			equal(t, "hook grants", len(c.Spec.HookPaths), 0)
 			equalSlice(t, "deny", c.Spec.ExtraDeny, []string{"/srv/x"})
 		},
 	}, {

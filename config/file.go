@@ -208,7 +208,7 @@ func (m *merger) hooks(l *layer) error {
 			// The directory holding it is granted read/exec to the
 			// sandbox (confine judges it): derived from the trusted
 			// configuration only, never from the project file.
-			m.c.Spec.InfraPaths = appendNew(m.c.Spec.InfraPaths, cmd)
+			m.c.Spec.HookPaths = appendNew(m.c.Spec.HookPaths, cmd)
 		}
 	}
 	return nil

@@ -63,7 +63,7 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 	if p.Mode() == ModeOff {
 		return l, nil
 	}
-	l.Infra = inspectInfra(p, scratch)
+	l.HookDirs = inspectHookDirs(p, scratch)
 	visible := func(path string) bool { return true }
 	if p.Mode() == ModeRestricted {
 		roots := append(p.WriteRoots(), scratch)
@@ -74,7 +74,7 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 		}
 		roots = append(roots, p.GlobalGitConfig()...)
 		// A denylisted path inside a hook directory stays masked.
-		roots = append(roots, l.Infra...)
+		roots = append(roots, l.HookDirs...)
 		visible = func(path string) bool { return underAny(path, roots) }
 	}
 
@@ -158,7 +158,7 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 	return l, nil
 }
 
-// inspectInfra returns the hook directories to bind read-only at this
+// inspectHookDirs returns the hook directories to bind read-only at this
 // spawn. One already visible through a root the plan binds anyway (the
 // worktree, an extra root outside restricted mode, the scratch) is left to
 // that root: binding it again would take away a write permission the
@@ -166,13 +166,13 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 // and the sandbox could have swapped a directory it can write for a link.
 // The rest are re-checked: still a directory, still its own canonical
 // path; one that is not is dropped, and its hook fails to start.
-func inspectInfra(p *Policy, scratch string) []string {
+func inspectHookDirs(p *Policy, scratch string) []string {
 	covered := append([]string{p.Workdir(), scratch}, p.WriteRoots()...)
 	if p.Mode() != ModeRestricted {
 		covered = append(covered, p.AddDirs()...)
 	}
 	var out []string
-	for _, d := range p.InfraDirs() {
+	for _, d := range p.HookDirs() {
 		if underAny(d, covered) {
 			continue
 		}

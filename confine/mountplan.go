@@ -153,9 +153,9 @@ type Layout struct {
 	SystemRoots []Entry
 	// GitConfig are the file-exact global git config grants (restricted).
 	GitConfig []string
-	// Infra are the hook command directories granted read/exec (every
+	// HookDirs are the hook command directories granted read/exec (every
 	// sandboxed mode), as re-checked at spawn.
-	Infra []string
+	HookDirs []string
 	// Git are the git directories to protect.
 	Git []GitDir
 	// GitLinks are worktree `.git` files (gitlinks) pinned read-only.
@@ -231,13 +231,13 @@ func Plan(p *Policy, l Layout) MountPlan {
 	// Session infrastructure: after the private /tmp (a hook may live
 	// below a temp root), before every write root (which stay writable)
 	// and before the masks (which stay masked inside it).
-	for _, d := range l.Infra {
+	for _, d := range l.HookDirs {
 		add(Mount{Kind: MountROBind, Src: d, Dst: d, Why: "hook command directory: read/exec, never write"})
 	}
 	if p.Mode() == ModeRestricted {
 		// The only sockets restricted mode shows are inside a hook dir.
 		for _, s := range l.Sockets {
-			if underAny(s, l.Infra) {
+			if underAny(s, l.HookDirs) {
 				add(Mount{Kind: MountMaskFile, Dst: s, Why: "denylist: daemon control socket"})
 			}
 		}

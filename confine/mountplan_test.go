@@ -172,14 +172,14 @@ func planCases(t *testing.T) []planCase {
 			layout: func(f fixture, scratch string) Layout {
 				l := base(f, scratch)
 				l.Git = mainRepo(f)
-				l.Infra = []string{filepath.Join(f.home, ".config"), "/tmp/evener-hooks", "/opt/evener-hooks"}
+				l.HookDirs = []string{filepath.Join(f.home, ".config"), "/tmp/evener-hooks", "/opt/evener-hooks"}
 				l.Deny = append(l.Deny, Entry{Path: filepath.Join(f.home, ".config", "gh"), Kind: PathDir})
 				return l
 			}},
 		{name: "restricted-hooks", mode: ModeRestricted, network: NetworkOff, host: usableHost,
 			layout: func(f fixture, scratch string) Layout {
 				l := restricted(f, scratch)
-				l.Infra = []string{filepath.Join(f.home, ".config"), "/opt/evener-hooks", "/run/containerd"}
+				l.HookDirs = []string{filepath.Join(f.home, ".config"), "/opt/evener-hooks", "/run/containerd"}
 				l.Sockets = []string{"/run/docker.sock", "/run/containerd/containerd.sock"}
 				l.Deny = append(l.Deny, Entry{Path: filepath.Join(f.home, ".config", "gh"), Kind: PathDir})
 				return l
@@ -413,21 +413,21 @@ func TestPlanGitSurfacesReadOnly(t *testing.T) {
 	}
 }
 
-// TestPlanInfra: every hook directory is bound read-only, after the
+// TestPlanHookDirs: every hook directory is bound read-only, after the
 // private /tmp, before every writable mount and every deny mask; never
 // writable. In restricted mode a daemon socket inside one is masked after
 // it; the others are not shown at all.
-func TestPlanInfra(t *testing.T) {
+func TestPlanHookDirs(t *testing.T) {
 	n := 0
 	for _, c := range planCases(t) {
-		if len(c.l.Infra) == 0 {
+		if len(c.l.HookDirs) == 0 {
 			continue
 		}
 		n++
 		t.Run(c.name, func(t *testing.T) {
 			mp := Plan(c.p, c.l)
 			tmp := slices.IndexFunc(mp, func(m Mount) bool { return m.Kind == MountTmpfs && m.Dst == "/tmp" })
-			for _, d := range c.l.Infra {
+			for _, d := range c.l.HookDirs {
 				i := slices.IndexFunc(mp, func(m Mount) bool { return m.Dst == d })
 				if i < 0 || mp[i].Kind != MountROBind || mp[i].Src != d {
 					t.Errorf("hook dir %s is not bound read-only to itself", d)
@@ -448,7 +448,7 @@ func TestPlanInfra(t *testing.T) {
 			if c.p.Mode() == ModeRestricted {
 				for _, s := range c.l.Sockets {
 					masked := slices.ContainsFunc(mp, func(m Mount) bool { return m.Dst == s && m.Kind == MountMaskFile })
-					if inside := underAny(s, c.l.Infra); masked != inside {
+					if inside := underAny(s, c.l.HookDirs); masked != inside {
 						t.Errorf("socket %s: masked %v, inside a hook dir %v", s, masked, inside)
 					}
 				}

@@ -133,10 +133,10 @@ type Spec struct {
 	// StateDir is the server's state directory (audit logs, session
 	// records), masked for both layers wherever it is.
 	StateDir string
-	// InfraPaths are the absolute paths of the commands trusted layers
+	// HookPaths are the absolute paths of the commands trusted layers
 	// configure as session infrastructure (hooks); the directory holding
-	// each is granted read/exec to spawned processes (see infra.go).
-	InfraPaths []string
+	// each is granted read/exec to spawned processes (see hookgrants.go).
+	HookPaths []string
 }
 
 // Policy is the resolved, immutable confinement policy of one server. It is
@@ -160,7 +160,7 @@ type Policy struct {
 	// restricted session: restricted's read scope, no persistent write.
 	writesBlocked bool
 	gitConf       []string
-	infra         []InfraGrant // hook commands and their read/exec grants
+	hookGrants         []HookGrant // hook commands and their read/exec grants
 	host          HostReport
 }
 
@@ -251,7 +251,7 @@ func Resolve(spec Spec, host HostReport) (*Policy, error) {
 	}
 	p.scratchR = spec.ScratchRoot
 	p.gitConf = GlobalGitConfigFiles(p.home, p.xdgConf)
-	p.infra = p.resolveInfra(spec.InfraPaths)
+	p.hookGrants = p.resolveHookGrants(spec.HookPaths)
 
 	if p.mode != ModeOff {
 		if reason := host.Unusable(); reason != "" {
@@ -337,7 +337,7 @@ func (p *Policy) Narrow(mode Mode, network Network, extraDeny []string) (*Policy
 		}
 		q.deny = append(q.deny, filepath.Clean(d))
 	}
-	q.infra = q.renarrowInfra(p.infra)
+	q.hookGrants = q.renarrowHookGrants(p.hookGrants)
 	return &q, nil
 }
 
@@ -451,7 +451,7 @@ func (p *Policy) NarrowWorkdir(dir string) (*Policy, error) {
 			return nil, err
 		}
 	}
-	q.infra = q.renarrowInfra(p.infra)
+	q.hookGrants = q.renarrowHookGrants(p.hookGrants)
 	return &q, nil
 }
 

@@ -144,8 +144,8 @@ type SeatbeltLayout struct {
 	Toolchain []string
 	// GitConfig are the global git config files, file-exact (restricted).
 	GitConfig []string
-	// Infra are the hook command directories (read/exec in restricted).
-	Infra []string
+	// HookDirs are the hook command directories (read/exec in restricted).
+	HookDirs []string
 	// Git are the git directories to protect.
 	Git []SeatbeltGitDir
 	// GitLinks are worktree .git files, kept read-only.
@@ -199,7 +199,7 @@ func SeatbeltProfile(p *Policy, l SeatbeltLayout) (string, error) {
 		var grants []string // subpaths
 		grants = append(grants, SeatbeltSystemReadRoots...)
 		grants = append(grants, l.Toolchain...)
-		grants = append(grants, l.Infra...)
+		grants = append(grants, l.HookDirs...)
 		grants = append(grants, p.Workdir())
 		if l.Scratch != "" {
 			grants = append(grants, l.Scratch)

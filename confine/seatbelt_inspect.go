@@ -35,7 +35,7 @@ func InspectSeatbelt(p *Policy, scratch string, toolchain []string, proxy *Seatb
 		}
 	}
 	l.Deny = sortedKeys(deny)
-	l.Infra = inspectInfra(p, scratch)
+	l.HookDirs = inspectHookDirs(p, scratch)
 	if p.Mode() == ModeRestricted {
 		l.Toolchain = slices.Clone(toolchain)
 		for _, g := range p.GlobalGitConfig() {

@@ -93,7 +93,7 @@ func TestSeatbeltLive(t *testing.T) {
 			t.Run(string(mode)+"/net-"+string(network), func(t *testing.T) {
 				s := pf.spec(mode, network)
 				s.AddDirs = []string{pf.addDir}
-				s.InfraPaths = []string{filepath.Join(pf.hooks, "check")}
+				s.HookPaths = []string{filepath.Join(pf.hooks, "check")}
 				p, err := Resolve(s, host)
 				if err != nil {
 					t.Fatal(err)

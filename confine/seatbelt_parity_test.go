@@ -147,7 +147,7 @@ func (pf parityFixture) policy(t *testing.T, mode Mode) *Policy {
 	t.Helper()
 	s := pf.spec(mode, NetworkOn)
 	s.AddDirs = []string{pf.addDir}
-	s.InfraPaths = []string{filepath.Join(pf.hooks, "check")}
+	s.HookPaths = []string{filepath.Join(pf.hooks, "check")}
 	p, err := Resolve(s, usableHost)
 	if err != nil {
 		t.Fatal(err)

@@ -120,7 +120,7 @@ func sbCases(t *testing.T) []sbCase {
 		{name: "restricted-hooks", mode: ModeRestricted, network: NetworkOff, layout: func(f fixture, s string) SeatbeltLayout {
 			l := restricted(f, s)
 			l.Proxy = nil
-			l.Infra = []string{filepath.Join(f.home, ".config", "hooks"), "/opt/evener-hooks"}
+			l.HookDirs = []string{filepath.Join(f.home, ".config", "hooks"), "/opt/evener-hooks"}
 			l.Deny = append(l.Deny, filepath.Join(f.home, ".config", "hooks", "gh"))
 			return l
 		}},
@@ -365,7 +365,7 @@ func TestSeatbeltGlobalGitConfigFileExact(t *testing.T) {
 				}
 				for _, f := range r.filters {
 					if f.kind == "subpath" && (Within(c.f.home, f.arg) || slices.Contains(c.l.GitConfig, f.arg)) &&
-						!underAny(f.arg, c.l.Infra) {
+						!underAny(f.arg, c.l.HookDirs) {
 						t.Errorf("restricted grants a read of the subtree %s", f.arg)
 					}
 					if f.kind == "regex" {

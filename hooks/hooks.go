@@ -294,7 +294,7 @@ func (r *Runner) runOne(ctx context.Context, h Hook, stdin []byte) (run Run, rea
 		return run, summary, ""
 	}
 	p := r.sess.Policy()
-	path, err := p.InfraCommand(h.Command)
+	path, err := p.HookCommand(h.Command)
 	if err != nil {
 		// confine's reason names no host path.
 		return fail(fmt.Sprintf("%s hook %q could not run: %v", h.Event, name, err), err.Error())

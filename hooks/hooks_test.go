@@ -71,7 +71,7 @@ func (w world) session(t *testing.T, mode confine.Mode, hs []Hook) *confine.Laun
 		t.Fatalf("this host cannot run the sandbox the hooks run in: %s", host.Unusable())
 	}
 	p, err := confine.Resolve(confine.Spec{Mode: mode, ModeExplicit: true, Network: confine.NetworkOff,
-		Workdir: w.work, Env: env, ScratchRoot: filepath.Join(w.root, "scratch"), InfraPaths: infra}, host)
+		Workdir: w.work, Env: env, ScratchRoot: filepath.Join(w.root, "scratch"), HookPaths: infra}, host)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func (h *sessionHooks) start(ctx context.Context) (warning, context string) {
 	if h.r == nil {
 		return "", ""
 	}
-	for _, g := range h.s.Launcher.Policy().Infra() {
+	for _, g := range h.s.Launcher.Policy().HookGrants() {
 		if g.Refused != "" && h.s.Launcher.Policy().Mode() != confine.ModeOff {
 			h.o.warnOnce("hooks: %s is not run under the sandbox: %s (%s); the hook fails each time it is due", g.Command, g.Refused, g.Detail)
 		}

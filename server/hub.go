@@ -114,7 +114,7 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 	if published == nil {
 		published = tools.Names
 	}
-	for _, t := range tools.All(tools.Deps{Policy: o.Policy, Caps: o.Caps}) {
+	for _, t := range tools.All(tools.Deps{Policy: o.Policy, Bounds: o.Bounds}) {
 		if slices.Contains(published, t.Tool.Name) {
 			h.srv.AddTool(t.Tool, h.dispatch(t.Tool.Name))
 		}

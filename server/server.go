@@ -57,7 +57,7 @@ const NarrowingCapability = "evener-mcp/session"
 type Options struct {
 	Config *config.Config
 	Policy *confine.Policy
-	Caps   tools.Caps
+	Bounds   tools.Bounds
 	// Log receives the server's diagnostics, meant for the person running
 	// the server (stderr), never for the model (logging.go); nil discards.
 	Log *slog.Logger
@@ -141,7 +141,7 @@ type Session struct {
 	Launcher *confine.Launcher
 	Files    *confine.FileAccess
 	Audit    *Audit
-	Egress   *egress.Session // nil unless sandboxed with the network on
+	Egress   *egress.Outlet // nil unless sandboxed with the network on
 	Tools    []string
 	// DegradedShell is set when the delegate floor could not be enforced
 	// for the shell (no backend): the file tools keep the read-only rules.
@@ -286,7 +286,7 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 		if o.ScratchParent != "" {
 			socketParent = o.ScratchParent
 		}
-		s.Egress, err = egress.StartSession(o.Config.AllowDomains, os.Getenv(egress.HostsEnv), socketParent, func(v egress.Violation) {
+		s.Egress, err = egress.OpenOutlet(o.Config.AllowDomains, os.Getenv(egress.HostsEnv), socketParent, func(v egress.Violation) {
 			s.Audit.Network(v)
 			s.log.Warn("egress refused", "target", v.Target, "reason", v.Raw)
 		})
@@ -356,7 +356,7 @@ func (s *Session) start(ctx context.Context, transport string) {
 
 // deps are the tools' dependencies on this session.
 func (s *Session) deps(files *confine.FileAccess) tools.Deps {
-	return tools.Deps{Policy: s.Policy, Session: s.Launcher, Files: files, Audit: s.Audit, Caps: s.o.Caps, Notify: s.o.notify,
+	return tools.Deps{Policy: s.Policy, Session: s.Launcher, Files: files, Audit: s.Audit, Bounds: s.o.Bounds, Notify: s.o.notify,
 		NetViolations: func(from, to time.Time) []tools.Violation {
 			var out []tools.Violation
 			for _, v := range s.Egress.Between(from, to) {

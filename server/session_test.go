@@ -29,7 +29,7 @@ func testOptions(t *testing.T, mode confine.Mode) Options {
 	if err != nil {
 		t.Skipf("this host cannot enforce %s: %v", mode, err)
 	}
-	return Options{Config: &config.Config{StateDir: filepath.Join(dir, "state")}, Policy: pol, Caps: tools.DefaultCaps}
+	return Options{Config: &config.Config{StateDir: filepath.Join(dir, "state")}, Policy: pol, Bounds: tools.DefaultBounds}
 }
 
 // TestSessionWithoutFileLayer: where the build has no confined file layer

@@ -63,8 +63,8 @@ func ApplyPatch(d Deps) server.ServerTool {
 		annotations("Apply a patch", false, true, false, false),
 	)
 	return server.ServerTool{Tool: tool, Handler: handler(d, "apply_patch", func(ctx context.Context, req mcp.CallToolRequest, a patchArgs) (*mcp.CallToolResult, error) {
-		if int64(len(a.Patch)) > d.Caps.PatchBytes {
-			return nil, fmt.Errorf("patch is %d bytes, over the %d-byte cap", len(a.Patch), d.Caps.PatchBytes)
+		if int64(len(a.Patch)) > d.Bounds.PatchBytes {
+			return nil, fmt.Errorf("patch is %d bytes, over the %d-byte cap", len(a.Patch), d.Bounds.PatchBytes)
 		}
 		if m := modeLine.FindStringSubmatch(a.Patch); m != nil {
 			return nil, fmt.Errorf("patch creates a symlink or gitlink (mode %s); refused", m[1])
@@ -115,8 +115,8 @@ func stageOp(d Deps, stage *confine.Stage, op textedit.FileOp) (PatchFile, error
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return PatchFile{}, err
 		}
-		if int64(len(op.NewContent)) > d.Caps.WriteBytes {
-			return PatchFile{}, fmt.Errorf("%s: new content over the %d-byte cap", op.Path, d.Caps.WriteBytes)
+		if int64(len(op.NewContent)) > d.Bounds.WriteBytes {
+			return PatchFile{}, fmt.Errorf("%s: new content over the %d-byte cap", op.Path, d.Bounds.WriteBytes)
 		}
 		return PatchFile{Path: op.Path, Action: "add"}, stage.Write(path, []byte(op.NewContent), confine.WriteOptions{CreateParents: true})
 	case textedit.Delete:
@@ -140,8 +140,8 @@ func stageOp(d Deps, stage *confine.Stage, op textedit.FileOp) (PatchFile, error
 		if err != nil {
 			return PatchFile{}, fmt.Errorf("%s: %w", op.Path, err)
 		}
-		if int64(len(updated)) > d.Caps.WriteBytes {
-			return PatchFile{}, fmt.Errorf("%s: result over the %d-byte cap", op.Path, d.Caps.WriteBytes)
+		if int64(len(updated)) > d.Bounds.WriteBytes {
+			return PatchFile{}, fmt.Errorf("%s: result over the %d-byte cap", op.Path, d.Bounds.WriteBytes)
 		}
 		if op.MoveTo == "" || op.MoveTo == op.Path {
 			return PatchFile{Path: op.Path, Action: "update"}, stage.Write(path, []byte(updated), confine.WriteOptions{})

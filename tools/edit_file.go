@@ -78,8 +78,8 @@ func EditFile(d Deps) server.ServerTool {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w (nothing was changed)", display, err)
 		}
-		if int64(len(updated)) > d.Caps.WriteBytes {
-			return nil, fmt.Errorf("%s would be %d bytes, over the %d-byte cap", display, len(updated), d.Caps.WriteBytes)
+		if int64(len(updated)) > d.Bounds.WriteBytes {
+			return nil, fmt.Errorf("%s would be %d bytes, over the %d-byte cap", display, len(updated), d.Bounds.WriteBytes)
 		}
 		diff := textedit.UnifiedDiff("a/"+display, "b/"+display, old, updated)
 		res := EditResult{Path: display, Replacements: counts, Diff: diff}
@@ -100,10 +100,10 @@ func readWhole(d Deps, p string) (string, string, error) {
 		return "", "", err
 	}
 	defer f.Close()
-	if info.Size > d.Caps.WriteBytes {
-		return "", "", fmt.Errorf("%s is %d bytes, over the %d-byte cap", info.Display, info.Size, d.Caps.WriteBytes)
+	if info.Size > d.Bounds.WriteBytes {
+		return "", "", fmt.Errorf("%s is %d bytes, over the %d-byte cap", info.Display, info.Size, d.Bounds.WriteBytes)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, d.Caps.WriteBytes+1))
+	b, err := io.ReadAll(io.LimitReader(f, d.Bounds.WriteBytes+1))
 	if err != nil {
 		return "", "", fmt.Errorf("read %s: %w", info.Display, err)
 	}

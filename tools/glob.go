@@ -59,7 +59,7 @@ func Glob(d Deps) server.ServerTool {
 		if path.IsAbs(pattern) || strings.HasPrefix(pattern, "../") || pattern == ".." {
 			return nil, fmt.Errorf("pattern %q must be relative to path (set path to search elsewhere)", a.Pattern)
 		}
-		r, err := search.Glob(fsys, pattern, search.GlobOptions{Path: sub, Limit: d.Caps.Results * 2})
+		r, err := search.Glob(fsys, pattern, search.GlobOptions{Path: sub, Limit: d.Bounds.Results * 2})
 		if err != nil {
 			return nil, err
 		}

@@ -97,9 +97,9 @@ func Grep(d Deps) server.ServerTool {
 			mode = search.ModeContent
 		}
 		o := search.GrepOptions{Pattern: a.Pattern, Literal: a.Literal, IgnoreCase: a.IgnoreCase, Context: a.Context,
-			Path: sub, OutputMode: mode, Limit: a.Limit, MaxFileBytes: d.Caps.ReadBytes}
+			Path: sub, OutputMode: mode, Limit: a.Limit, MaxFileBytes: d.Bounds.ReadBytes}
 		if o.Limit == 0 {
-			o.Limit = d.Caps.Results
+			o.Limit = d.Bounds.Results
 		}
 		if a.Glob != "" {
 			o.Include = []string{a.Glob}

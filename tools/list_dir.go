@@ -72,8 +72,8 @@ func ListDir(d Deps) server.ServerTool {
 		}
 		defer dir.Close()
 		res := ListResult{Path: dir.Display(), Entries: []ListEntry{}}
-		budget := d.Caps.ListEntries * 5
-		if err := walkList(ctx, dir, "", depth, d.Caps.ListEntries, &budget, &res); err != nil {
+		budget := d.Bounds.ListEntries * 5
+		if err := walkList(ctx, dir, "", depth, d.Bounds.ListEntries, &budget, &res); err != nil {
 			return nil, err
 		}
 		var b strings.Builder

@@ -83,18 +83,18 @@ func ReadFile(d Deps) server.ServerTool {
 		defer f.Close()
 		res := ReadResult{Path: info.Display, Size: info.Size, Offset: max(a.Offset, 1)}
 		ranged := a.Offset > 0 || a.Limit > 0
-		if info.Size > d.Caps.ReadBytes && !ranged {
-			return nil, fmt.Errorf("%s is %d bytes, over the %d-byte cap; read a range with offset and limit", info.Display, info.Size, d.Caps.ReadBytes)
+		if info.Size > d.Bounds.ReadBytes && !ranged {
+			return nil, fmt.Errorf("%s is %d bytes, over the %d-byte cap; read a range with offset and limit", info.Display, info.Size, d.Bounds.ReadBytes)
 		}
 		head := make([]byte, 512)
 		n, _ := io.ReadFull(f, head)
 		head = head[:n]
 		for _, im := range imageMagic {
 			if len(head) >= im.at+len(im.magic) && bytes.Equal(head[im.at:im.at+len(im.magic)], im.magic) && (im.mime != "image/webp" || bytes.HasPrefix(head, []byte("RIFF"))) {
-				if info.Size > d.Caps.ReadBytes {
-					return nil, fmt.Errorf("image %s is %d bytes, over the %d-byte cap", info.Display, info.Size, d.Caps.ReadBytes)
+				if info.Size > d.Bounds.ReadBytes {
+					return nil, fmt.Errorf("image %s is %d bytes, over the %d-byte cap", info.Display, info.Size, d.Bounds.ReadBytes)
 				}
-				rest, err := io.ReadAll(io.LimitReader(f, d.Caps.ReadBytes))
+				rest, err := io.ReadAll(io.LimitReader(f, d.Bounds.ReadBytes))
 				if err != nil {
 					return nil, fmt.Errorf("read %s: %w", info.Display, err)
 				}
@@ -110,7 +110,7 @@ func ReadFile(d Deps) server.ServerTool {
 			res.Binary = true
 			return mcp.NewToolResultStructured(res, fmt.Sprintf("%s is a binary file (%d bytes); not shown as text.", info.Display, info.Size)), nil
 		}
-		text, err := readLines(io.MultiReader(bytes.NewReader(head), f), info.Size, &res, a, d.Caps.ReadBytes)
+		text, err := readLines(io.MultiReader(bytes.NewReader(head), f), info.Size, &res, a, d.Bounds.ReadBytes)
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", info.Display, err)
 		}

@@ -75,14 +75,14 @@ func Shell(d Deps) server.ServerTool {
 		annotations("Run a shell command", false, true, false, openWorld),
 	)
 	return server.ServerTool{Tool: tool, Handler: handler(d, "shell", func(ctx context.Context, req mcp.CallToolRequest, a shellArgs) (*mcp.CallToolResult, error) {
-		timeout := d.Caps.ShellTimeout
+		timeout := d.Bounds.ShellTimeout
 		if a.TimeoutMS > 0 {
 			timeout = time.Duration(a.TimeoutMS) * time.Millisecond
 		}
-		if timeout > d.Caps.ShellMax {
-			timeout = d.Caps.ShellMax
+		if timeout > d.Bounds.ShellMax {
+			timeout = d.Bounds.ShellMax
 		}
-		out := newCapture(d.Caps.ShellOutput, d.progressSink(ctx, req))
+		out := newCapture(d.Bounds.ShellOutput, d.progressSink(ctx, req))
 		started := time.Now()
 		res, err := d.Session.Run(ctx, confine.Command{
 			Args:    []string{"bash", "-c", a.Command},

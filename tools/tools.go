@@ -28,8 +28,8 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 )
 
-// Caps bounds what one call may read, write or return.
-type Caps struct {
+// Bounds bounds what one call may read, write or return.
+type Bounds struct {
 	ReadBytes    int64         // a read_file result
 	WriteBytes   int64         // write_file content, an edited file
 	PatchBytes   int64         // an apply_patch patch
@@ -40,8 +40,8 @@ type Caps struct {
 	Results      int           // glob paths / grep matches by default
 }
 
-// DefaultCaps are sized for a model's context.
-var DefaultCaps = Caps{
+// DefaultBounds are sized for a model's context.
+var DefaultBounds = Bounds{
 	ReadBytes:    10 << 20,
 	WriteBytes:   10 << 20,
 	PatchBytes:   10 << 20,
@@ -66,7 +66,7 @@ type Deps struct {
 	Session *confine.Launcher
 	Files   *confine.FileAccess
 	Audit   Recorder
-	Caps    Caps
+	Bounds    Bounds
 	// Notify sends a notification about the call in ctx (progress) so
 	// that it reaches the client before the call's result; nil sends
 	// through the MCP library's session channel.

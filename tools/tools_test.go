@@ -25,7 +25,7 @@ func testDeps(t *testing.T) Deps {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Deps{Policy: p, Caps: DefaultCaps}
+	return Deps{Policy: p, Bounds: DefaultBounds}
 }
 
 // TestSchemasGolden snapshots every tool definition (name, description,

@@ -47,8 +47,8 @@ func WriteFile(d Deps) server.ServerTool {
 		annotations("Write a file", false, true, true, false),
 	)
 	return server.ServerTool{Tool: tool, Handler: handler(d, "write_file", func(ctx context.Context, req mcp.CallToolRequest, a writeArgs) (*mcp.CallToolResult, error) {
-		if int64(len(a.Content)) > d.Caps.WriteBytes {
-			return nil, fmt.Errorf("content is %d bytes, over the %d-byte cap", len(a.Content), d.Caps.WriteBytes)
+		if int64(len(a.Content)) > d.Bounds.WriteBytes {
+			return nil, fmt.Errorf("content is %d bytes, over the %d-byte cap", len(a.Content), d.Bounds.WriteBytes)
 		}
 		_, display, err := d.Files.Resolve(a.Path)
 		if err != nil {

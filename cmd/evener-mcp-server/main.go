@@ -94,12 +94,12 @@ func resolve(s *cli.FlagSet, lf *logOptions, printLine bool) (server.Options, in
 	if printLine {
 		fmt.Fprintln(os.Stderr, pol.StartupLine())
 	}
-	caps := tools.DefaultCaps
+	bounds := tools.DefaultBounds
 	if cfg.ShellTimeout > 0 {
-		caps.ShellTimeout = cfg.ShellTimeout
+		bounds.ShellTimeout = cfg.ShellTimeout
 	}
 	return server.Options{
-		Config: cfg, Policy: pol, Caps: caps,
+		Config: cfg, Policy: pol, Bounds: bounds,
 		Log:     log,
 		Started: func(line string) { fmt.Fprintln(os.Stderr, line) },
 	}, 0

@@ -51,7 +51,7 @@ func runExec(args []string) int {
 	}
 	defer sess.Close()
 	if pol.Mode() != confine.ModeOff && pol.Network() == confine.NetworkOn {
-		eg, err := egress.StartSession(cfg.AllowDomains, os.Getenv(egress.HostsEnv), os.TempDir(), func(v egress.Violation) {
+		eg, err := egress.OpenOutlet(cfg.AllowDomains, os.Getenv(egress.HostsEnv), os.TempDir(), func(v egress.Violation) {
 			fmt.Fprintf(os.Stderr, "evener-mcp: egress refused %s: %s\n", v.Target, v.Raw)
 		})
 		if err == nil {

@@ -114,7 +114,7 @@ func prepareProbe(sess *confine.Launcher, pol *confine.Policy, cfg *config.Confi
 		pr, err := sess.Prepare(cmd)
 		return pr, nil, nil, err
 	}
-	eg, err := egress.StartSession(cfg.AllowDomains, os.Getenv(egress.HostsEnv), os.TempDir(), nil)
+	eg, err := egress.OpenOutlet(cfg.AllowDomains, os.Getenv(egress.HostsEnv), os.TempDir(), nil)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("--sandbox-net on: %w", err)
 	}

@@ -17,9 +17,9 @@ import (
 // pinning names (a local mirror, a test server).
 const HostsEnv = "EVENER_MCP_HOSTS"
 
-// Session is one sandbox session's egress: the allowlist, the proxies, the
+// Outlet is one sandbox session's egress: the allowlist, the proxies, the
 // bridge the launcher binds into every sandbox, and the refusals recorded.
-type Session struct {
+type Outlet struct {
 	Allowlist *Allowlist
 	proxies   *Proxies
 	bridge    *Bridge
@@ -44,11 +44,11 @@ type BridgeInfo struct {
 	SOCKSUser, SOCKSPassword string
 }
 
-// StartSession starts a session's proxies behind an allowlist made of the
+// OpenOutlet starts a session's proxies behind an allowlist made of the
 // embedded Baseline plus allow, and a bridge under socketParent. hostsFile,
 // if set, pins names before DNS (lines "ADDRESS NAME..."). onDeny, if set,
 // also receives every refusal.
-func StartSession(allow []string, hostsFile, socketParent string, onDeny func(Violation)) (*Session, error) {
+func OpenOutlet(allow []string, hostsFile, socketParent string, onDeny func(Violation)) (*Outlet, error) {
 	var res Resolver
 	if hostsFile != "" {
 		hr, err := loadHosts(hostsFile)
@@ -61,7 +61,7 @@ func StartSession(allow []string, hostsFile, socketParent string, onDeny func(Vi
 	if err != nil {
 		return nil, fmt.Errorf("allowlist: %w", err)
 	}
-	s := &Session{Allowlist: al}
+	s := &Outlet{Allowlist: al}
 	s.proxies, err = Start(Options{Decider: al, OnViolation: func(v Violation) {
 		s.record(v)
 		if onDeny != nil {
@@ -80,7 +80,7 @@ func StartSession(allow []string, hostsFile, socketParent string, onDeny func(Vi
 }
 
 // Bridge returns what the launcher binds and sets.
-func (s *Session) Bridge() BridgeInfo {
+func (s *Outlet) Bridge() BridgeInfo {
 	return BridgeInfo{
 		HTTPSocket: s.bridge.HTTPSocket, SOCKSSocket: s.bridge.SOCKSSocket,
 		HTTPUser: s.proxies.HTTPUser(), HTTPPassword: s.proxies.HTTPPassword(),
@@ -88,7 +88,7 @@ func (s *Session) Bridge() BridgeInfo {
 	}
 }
 
-func (s *Session) record(v Violation) {
+func (s *Outlet) record(v Violation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.violations = append(s.violations, timedViolation{time.Now(), v})
@@ -100,7 +100,7 @@ func (s *Session) record(v Violation) {
 // Between returns the refusals recorded in [from, to]: the network
 // violations of the command that ran then (best-effort attribution when
 // commands overlap). A nil Session has none.
-func (s *Session) Between(from, to time.Time) []Violation {
+func (s *Outlet) Between(from, to time.Time) []Violation {
 	if s == nil {
 		return nil
 	}
@@ -116,7 +116,7 @@ func (s *Session) Between(from, to time.Time) []Violation {
 }
 
 // Close closes the bridge and the proxies (and every open tunnel).
-func (s *Session) Close() error {
+func (s *Outlet) Close() error {
 	if s == nil {
 		return nil
 	}

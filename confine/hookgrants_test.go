@@ -71,9 +71,9 @@ func TestInfraGuard(t *testing.T) {
 			if r, err := filepath.EvalSymlinks(dir); err == nil {
 				dir = r // the caller hands a resolved directory
 			}
-			why, detail := p.guardInfra(dir)
+			why, detail := p.guardHookDir(dir)
 			if why != tt.Refuse {
-				t.Fatalf("guardInfra(%s) = %q (%s), want %q", tt.Dir, why, detail, tt.Refuse)
+				t.Fatalf("guardHookDir(%s) = %q (%s), want %q", tt.Dir, why, detail, tt.Refuse)
 			}
 			if why != "" && (strings.Contains(why, "/") || detail == "") {
 				t.Errorf("refusal %q names a path, or the operator's detail is empty", why)
@@ -90,10 +90,10 @@ func mustExec(t *testing.T, path string) {
 	}
 }
 
-// TestResolveInfra: the grant is derived from each configured command (its
+// TestResolveHookGrants: the grant is derived from each configured command (its
 // resolved directory), never from anything else, and a command the sandbox
 // cannot serve is refused with a reason that names no host path.
-func TestResolveInfra(t *testing.T) {
+func TestResolveHookGrants(t *testing.T) {
 	f := newFixture(t)
 	hooks := filepath.Join(f.root, "opt", "hooks")
 	check := filepath.Join(hooks, "check")
@@ -112,7 +112,7 @@ func TestResolveInfra(t *testing.T) {
 	mustExec(t, deep)
 
 	s := f.spec(ModeRestricted, NetworkOff)
-	s.InfraPaths = []string{check, linked, noExec, atHome, inSSH, intoSSH, deep, hooks, filepath.Join(hooks, "absent"), "relative/hook", check}
+	s.HookPaths = []string{check, linked, noExec, atHome, inSSH, intoSSH, deep, hooks, filepath.Join(hooks, "absent"), "relative/hook", check}
 	p, err := Resolve(s, usableHost)
 	if err != nil {
 		t.Fatal(err)
@@ -129,9 +129,9 @@ func TestResolveInfra(t *testing.T) {
 		filepath.Join(hooks, "absent"): "!its command does not exist",
 		"relative/hook":                "!its command is not an absolute path",
 	}
-	got := p.Infra()
+	got := p.HookGrants()
 	if len(got) != len(want) {
-		t.Fatalf("Infra() has %d grants, want %d (one per distinct command): %+v", len(got), len(want), got)
+		t.Fatalf("HookGrants() has %d grants, want %d (one per distinct command): %+v", len(got), len(want), got)
 	}
 	for _, g := range got {
 		w, ok := want[g.Command]
@@ -146,8 +146,8 @@ func TestResolveInfra(t *testing.T) {
 			if strings.Contains(g.Refused, f.root) {
 				t.Errorf("%s: the model's reason names a host path: %q", g.Command, g.Refused)
 			}
-			path, err := p.InfraCommand(g.Command)
-			if !errors.Is(err, ErrInfraRefused) || path != "" || !strings.Contains(err.Error(), refusal) {
+			path, err := p.HookCommand(g.Command)
+			if !errors.Is(err, ErrHookRefused) || path != "" || !strings.Contains(err.Error(), refusal) {
 				t.Errorf("InfraCommand(%s) = %q, %v; want ErrInfraRefused with %q", g.Command, path, err, refusal)
 			}
 			continue
@@ -155,17 +155,17 @@ func TestResolveInfra(t *testing.T) {
 		if g.Dir != w || g.Refused != "" {
 			t.Errorf("%s: %+v, want %s granted", g.Command, g, w)
 		}
-		if path, err := p.InfraCommand(g.Command); err != nil || path != filepath.Join(w, filepath.Base(path)) {
+		if path, err := p.HookCommand(g.Command); err != nil || path != filepath.Join(w, filepath.Base(path)) {
 			t.Errorf("InfraCommand(%s) = %q, %v", g.Command, path, err)
 		}
 	}
-	if path, _ := p.InfraCommand(linked); path != check {
+	if path, _ := p.HookCommand(linked); path != check {
 		t.Errorf("a symlinked command runs %s, want its target %s", path, check)
 	}
-	if dirs := p.InfraDirs(); !slices.Equal(dirs, []string{hooks, filepath.Dir(deep)}) {
+	if dirs := p.HookDirs(); !slices.Equal(dirs, []string{hooks, filepath.Dir(deep)}) {
 		t.Errorf("InfraDirs() = %v, want the two granted directories once each", dirs)
 	}
-	if _, err := p.InfraCommand(filepath.Join(hooks, "never-configured")); !errors.Is(err, ErrInfraRefused) {
+	if _, err := p.HookCommand(filepath.Join(hooks, "never-configured")); !errors.Is(err, ErrHookRefused) {
 		t.Errorf("a command absent from the configuration was served: %v", err)
 	}
 
@@ -176,7 +176,7 @@ func TestResolveInfra(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if path, err := off.InfraCommand(atHome); err != nil || path != atHome {
+	if path, err := off.HookCommand(atHome); err != nil || path != atHome {
 		t.Errorf("off: InfraCommand(%s) = %q, %v", atHome, path, err)
 	}
 }
@@ -192,13 +192,13 @@ func TestInfraNarrow(t *testing.T) {
 		mustExec(t, c)
 	}
 	s := f.spec(ModeWorkspaceWrite, NetworkOff)
-	s.InfraPaths = []string{opt, inWork, atHome}
+	s.HookPaths = []string{opt, inWork, atHome}
 	p, err := Resolve(s, usableHost)
 	if err != nil {
 		t.Fatal(err)
 	}
 	all := []string{filepath.Dir(opt), filepath.Dir(inWork)}
-	if got := p.InfraDirs(); !slices.Equal(got, all) {
+	if got := p.HookDirs(); !slices.Equal(got, all) {
 		t.Fatalf("InfraDirs() = %v, want %v", got, all)
 	}
 
@@ -206,10 +206,10 @@ func TestInfraNarrow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := q.InfraDirs(); !slices.Equal(got, all) {
+	if got := q.HookDirs(); !slices.Equal(got, all) {
 		t.Errorf("Narrow dropped grants: %v, want %v", got, all)
 	}
-	if _, err := q.InfraCommand(atHome); !errors.Is(err, ErrInfraRefused) {
+	if _, err := q.HookCommand(atHome); !errors.Is(err, ErrHookRefused) {
 		t.Errorf("Narrow granted a refused command: %v", err)
 	}
 
@@ -217,13 +217,13 @@ func TestInfraNarrow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := q.InfraDirs(); !slices.Equal(got, all[1:]) {
+	if got := q.HookDirs(); !slices.Equal(got, all[1:]) {
 		t.Errorf("after masking its parent, InfraDirs() = %v, want %v", got, all[1:])
 	}
-	if _, err := q.InfraCommand(opt); !errors.Is(err, ErrInfraRefused) || !strings.Contains(err.Error(), maskedRefusal) {
+	if _, err := q.HookCommand(opt); !errors.Is(err, ErrHookRefused) || !strings.Contains(err.Error(), maskedRefusal) {
 		t.Errorf("a newly masked hook is still served: %v", err)
 	}
-	if got := p.InfraDirs(); !slices.Equal(got, all) {
+	if got := p.HookDirs(); !slices.Equal(got, all) {
 		t.Errorf("Narrow changed the original policy's grants: %v", got)
 	}
 
@@ -235,7 +235,7 @@ func TestInfraNarrow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.InfraCommand(inWork); !errors.Is(err, ErrInfraRefused) || !strings.Contains(err.Error(), sharedTreeRefusal) {
+	if _, err := q.HookCommand(inWork); !errors.Is(err, ErrHookRefused) || !strings.Contains(err.Error(), sharedTreeRefusal) {
 		t.Errorf("a hook directory above the narrowed worktree is still served: %v", err)
 	}
 	other := filepath.Join(f.work, "src")
@@ -243,15 +243,15 @@ func TestInfraNarrow(t *testing.T) {
 	if q, err = p.NarrowWorkdir(other); err != nil {
 		t.Fatal(err)
 	}
-	if got := q.InfraDirs(); !slices.Equal(got, all) {
+	if got := q.HookDirs(); !slices.Equal(got, all) {
 		t.Errorf("NarrowWorkdir(src) dropped grants: %v, want %v", got, all)
 	}
 }
 
-// TestInspectInfra: at each spawn the hook directories are re-checked and
+// TestInspectHookDirs: at each spawn the hook directories are re-checked and
 // those already visible through a bound root are left to it; in restricted
 // mode the denylist reaches inside a hook directory.
-func TestInspectInfra(t *testing.T) {
+func TestInspectHookDirs(t *testing.T) {
 	f := newFixture(t)
 	cfg := filepath.Join(f.home, ".config")
 	hookInConfig := filepath.Join(cfg, "check")
@@ -266,12 +266,12 @@ func TestInspectInfra(t *testing.T) {
 	for _, mode := range []Mode{ModeReadOnly, ModeWorkspaceWrite, ModeRestricted} {
 		t.Run(string(mode), func(t *testing.T) {
 			s := f.spec(mode, NetworkOff)
-			s.InfraPaths = []string{hookInConfig, inWork, swapped}
+			s.HookPaths = []string{hookInConfig, inWork, swapped}
 			p, err := Resolve(s, usableHost)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := p.InfraDirs(); len(got) != 3 {
+			if got := p.HookDirs(); len(got) != 3 {
 				t.Fatalf("InfraDirs() = %v, want three", got)
 			}
 			l, err := Inspect(p, f.scratch, f.work)
@@ -279,8 +279,8 @@ func TestInspectInfra(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := []string{cfg, filepath.Dir(swapped)}
-			if !slices.Equal(l.Infra, want) {
-				t.Errorf("Layout.Infra = %v, want %v (the worktree's own hook dir is left to the worktree)", l.Infra, want)
+			if !slices.Equal(l.HookDirs, want) {
+				t.Errorf("Layout.HookDirs = %v, want %v (the worktree's own hook dir is left to the worktree)", l.HookDirs, want)
 			}
 			for _, masked := range []string{filepath.Join(cfg, "gh"), filepath.Join(cfg, "evener-mcp")} {
 				if !slices.ContainsFunc(l.Deny, func(e Entry) bool { return e.Path == masked }) {
@@ -299,7 +299,7 @@ func TestInspectInfra(t *testing.T) {
 
 	// A hook directory that became a symlink after start is not bound.
 	s := f.spec(ModeRestricted, NetworkOff)
-	s.InfraPaths = []string{swapped}
+	s.HookPaths = []string{swapped}
 	p, err := Resolve(s, usableHost)
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +313,7 @@ func TestInspectInfra(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(l.Infra) != 0 {
-		t.Errorf("a hook directory swapped for a symlink is still bound: %v", l.Infra)
+	if len(l.HookDirs) != 0 {
+		t.Errorf("a hook directory swapped for a symlink is still bound: %v", l.HookDirs)
 	}
 }

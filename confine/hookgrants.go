@@ -23,12 +23,12 @@ import (
 // stays masked. A command the sandbox cannot serve fails that command (its
 // hook), never the session.
 
-// ErrInfraRefused wraps every reason a configured infrastructure command is
+// ErrHookRefused wraps every reason a configured infrastructure command is
 // not run under the sandbox.
-var ErrInfraRefused = errors.New("not granted to the sandbox")
+var ErrHookRefused = errors.New("not granted to the sandbox")
 
-// InfraGrant is the resolved grant of one configured infrastructure command.
-type InfraGrant struct {
+// HookGrant is the resolved grant of one configured infrastructure command.
+type HookGrant struct {
 	// Command is the path as configured (absolute).
 	Command string
 	// Path is Command with every symlink resolved: what is executed.
@@ -52,22 +52,22 @@ const (
 // into, beyond the credential denylist and PseudoDenylist.
 var infraDenied = []string{"/proc", "/sys", "/dev"}
 
-// resolveInfra judges each configured command against the guard and the
+// resolveHookGrants judges each configured command against the guard and the
 // denylist of p (home, worktree, temp roots and deny must be set).
-func (p *Policy) resolveInfra(commands []string) []InfraGrant {
-	var out []InfraGrant
+func (p *Policy) resolveHookGrants(commands []string) []HookGrant {
+	var out []HookGrant
 	for _, c := range commands {
-		if slices.ContainsFunc(out, func(g InfraGrant) bool { return g.Command == c }) {
+		if slices.ContainsFunc(out, func(g HookGrant) bool { return g.Command == c }) {
 			continue
 		}
-		out = append(out, p.judgeInfra(c))
+		out = append(out, p.judgeHook(c))
 	}
 	return out
 }
 
-func (p *Policy) judgeInfra(command string) InfraGrant {
-	g := InfraGrant{Command: command}
-	refuse := func(why, detail string) InfraGrant {
+func (p *Policy) judgeHook(command string) HookGrant {
+	g := HookGrant{Command: command}
+	refuse := func(why, detail string) HookGrant {
 		g.Refused, g.Detail, g.Dir = why, detail, ""
 		return g
 	}
@@ -84,17 +84,17 @@ func (p *Policy) judgeInfra(command string) InfraGrant {
 		return refuse("its command is not an executable regular file", real+" is not an executable regular file")
 	}
 	dir := filepath.Dir(real)
-	if why, detail := p.guardInfra(dir, command, real); why != "" {
+	if why, detail := p.guardHookDir(dir, command, real); why != "" {
 		return refuse(why, detail)
 	}
 	g.Dir = dir
 	return g
 }
 
-// guardInfra judges a candidate directory (symlink-resolved) holding a
+// guardHookDir judges a candidate directory (symlink-resolved) holding a
 // command (as configured and resolved): the shared-tree guard, then the
 // denylist. It returns the model's and the operator's reasons, or "".
-func (p *Policy) guardInfra(dir string, command ...string) (why, detail string) {
+func (p *Policy) guardHookDir(dir string, command ...string) (why, detail string) {
 	if err := SharedTreeGuard(dir, p.home, p.workdir, tempRoots(p.env)); err != nil {
 		return sharedTreeRefusal, fmt.Sprintf("%s: %v", dir, err)
 	}
@@ -123,30 +123,30 @@ func (p *Policy) maskedAt(paths ...string) string {
 	return ""
 }
 
-// renarrowInfra re-judges the grants of from against the narrowed policy p
+// renarrowHookGrants re-judges the grants of from against the narrowed policy p
 // (more deny paths, a narrower worktree) and drops those it refuses; it
 // never grants what from refused.
-func (p *Policy) renarrowInfra(from []InfraGrant) []InfraGrant {
+func (p *Policy) renarrowHookGrants(from []HookGrant) []HookGrant {
 	out := slices.Clone(from)
 	for i, g := range out {
 		if g.Dir == "" {
 			continue
 		}
-		if why, detail := p.guardInfra(g.Dir, g.Command, g.Path); why != "" {
+		if why, detail := p.guardHookDir(g.Dir, g.Command, g.Path); why != "" {
 			out[i].Refused, out[i].Detail, out[i].Dir = why, detail, ""
 		}
 	}
 	return out
 }
 
-// Infra returns the resolved grant of every configured infrastructure
+// HookGrants returns the resolved grant of every configured infrastructure
 // command, in configuration order.
-func (p *Policy) Infra() []InfraGrant { return slices.Clone(p.infra) }
+func (p *Policy) HookGrants() []HookGrant { return slices.Clone(p.hookGrants) }
 
-// InfraDirs returns the directories granted read/exec, without duplicates.
-func (p *Policy) InfraDirs() []string {
+// HookDirs returns the directories granted read/exec, without duplicates.
+func (p *Policy) HookDirs() []string {
 	var out []string
-	for _, g := range p.infra {
+	for _, g := range p.hookGrants {
 		if g.Dir != "" && !slices.Contains(out, g.Dir) {
 			out = append(out, g.Dir)
 		}
@@ -154,20 +154,20 @@ func (p *Policy) InfraDirs() []string {
 	return out
 }
 
-// InfraCommand returns the program to execute for a configured
+// HookCommand returns the program to execute for a configured
 // infrastructure command, or an error wrapping ErrInfraRefused saying
 // (without host paths) why the sandbox cannot serve it. With the sandbox
 // off nothing is granted or refused: the command runs as configured.
-func (p *Policy) InfraCommand(command string) (string, error) {
+func (p *Policy) HookCommand(command string) (string, error) {
 	if p.mode == ModeOff {
 		return command, nil
 	}
-	i := slices.IndexFunc(p.infra, func(g InfraGrant) bool { return g.Command == command })
+	i := slices.IndexFunc(p.hookGrants, func(g HookGrant) bool { return g.Command == command })
 	switch {
 	case i < 0:
-		return "", fmt.Errorf("%w: it is not in the trusted configuration", ErrInfraRefused)
-	case p.infra[i].Dir == "":
-		return "", fmt.Errorf("%w: %s", ErrInfraRefused, p.infra[i].Refused)
+		return "", fmt.Errorf("%w: it is not in the trusted configuration", ErrHookRefused)
+	case p.hookGrants[i].Dir == "":
+		return "", fmt.Errorf("%w: %s", ErrHookRefused, p.hookGrants[i].Refused)
 	}
-	return p.infra[i].Path, nil
+	return p.hookGrants[i].Path, nil
 }
