@@ -160,7 +160,7 @@ type Policy struct {
 	// restricted session: restricted's read scope, no persistent write.
 	writesBlocked bool
 	gitConf       []string
-	hookGrants         []HookGrant // hook commands and their read/exec grants
+	hookGrants    []HookGrant // hook commands and their read/exec grants
 	host          HostReport
 }
 

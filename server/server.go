@@ -57,7 +57,7 @@ const NarrowingCapability = "evener-mcp/session"
 type Options struct {
 	Config *config.Config
 	Policy *confine.Policy
-	Bounds   tools.Bounds
+	Bounds tools.Bounds
 	// Log receives the server's diagnostics, meant for the person running
 	// the server (stderr), never for the model (logging.go); nil discards.
 	Log *slog.Logger

@@ -66,7 +66,7 @@ type Deps struct {
 	Session *confine.Launcher
 	Files   *confine.FileAccess
 	Audit   Recorder
-	Bounds    Bounds
+	Bounds  Bounds
 	// Notify sends a notification about the call in ctx (progress) so
 	// that it reaches the client before the call's result; nil sends
 	// through the MCP library's session channel.
