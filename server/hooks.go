@@ -10,9 +10,9 @@ import (
 	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/evener-dev/evener-mcp/hooks"
+	"github.com/evener-dev/evener-mcp/session"
 	"github.com/evener-dev/evener-mcp/tools"
 	"github.com/mark3labs/mcp-go/mcp"
-	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
 // sessionHooks runs the configured hooks of one session (SessionStart,
@@ -77,56 +77,77 @@ func (h *sessionHooks) start(ctx context.Context) (warning, context string) {
 	return warning, context
 }
 
-// middleware wraps every tool call with the PreToolUse and PostToolUse
-// hooks whose matcher selects the tool. A PreToolUse block (or failure)
-// refuses the call before it runs; a PostToolUse block (or failure)
-// withholds its result. Both are typed denials with rule "hook".
-func (h *sessionHooks) middleware(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
-	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		tool := req.Params.Name
-		if h.err != nil {
-			return h.denial(tool, "the hook configuration could not be loaded; the call did not run"), nil
-		}
-		pre, post := h.r.Matching(hooks.PreToolUse, tool), h.r.Matching(hooks.PostToolUse, tool)
-		if len(pre) == 0 && len(post) == 0 {
-			return next(ctx, req)
-		}
-		input, err := json.Marshal(req.GetRawArguments())
-		if err != nil || string(input) == "null" {
-			input = []byte("{}")
-		}
-		call := hooks.Call{Tool: tool, Input: input}
-		var added []string
-		if len(pre) > 0 {
-			out := h.r.Run(ctx, hooks.PreToolUse, call)
-			h.audit(tool, out)
-			if out.Blocked {
-				return h.denial(tool, out.Reason+" (the call did not run)"), nil
-			}
-			added = append(added, out.Context)
-		}
-		res, err := next(ctx, req)
-		if err != nil || res == nil {
-			return res, err
-		}
-		if len(post) > 0 {
-			if call.Response, err = json.Marshal(res); err != nil {
-				return h.denial(tool, "the call ran, but its result could not be handed to the PostToolUse hooks, so it is withheld"), nil
-			}
-			out := h.r.Run(ctx, hooks.PostToolUse, call)
-			h.audit(tool, out)
-			if out.Blocked {
-				return h.denial(tool, out.Reason+" (the call ran; its result is withheld)"), nil
-			}
-			added = append(added, out.Context)
-		}
-		for _, c := range added {
-			if c != "" {
-				res.Content = append(res.Content, mcp.NewTextContent("Context from the user's hooks:\n"+c))
-			}
-		}
-		return res, nil
+// hookCall is one tool call as the PreToolUse and PostToolUse hooks see
+// it, and the context they added.
+type hookCall struct {
+	call      hooks.Call
+	pre, post bool
+	added     []string
+}
+
+// active reports whether tool has any PreToolUse or PostToolUse hook (or
+// the hooks could not be loaded, which refuses every call).
+func (h *sessionHooks) active(tool string) bool {
+	return h.err != nil || (h.r != nil && (len(h.r.Matching(hooks.PreToolUse, tool)) > 0 || len(h.r.Matching(hooks.PostToolUse, tool)) > 0))
+}
+
+// before runs the PreToolUse hooks whose matcher selects the tool. A
+// non-nil result refuses the call before it runs (a block or a failure: a
+// typed denial with rule "hook").
+func (h *sessionHooks) before(ctx context.Context, tool string, args any) (*hookCall, *mcp.CallToolResult) {
+	if h.err != nil {
+		return nil, h.denial(tool, "the hook configuration could not be loaded; the call did not run")
 	}
+	if h.r == nil {
+		return nil, nil
+	}
+	hc := &hookCall{pre: len(h.r.Matching(hooks.PreToolUse, tool)) > 0, post: len(h.r.Matching(hooks.PostToolUse, tool)) > 0}
+	if !hc.pre && !hc.post {
+		return nil, nil
+	}
+	input, err := json.Marshal(args)
+	if err != nil || string(input) == "null" {
+		input = []byte("{}")
+	}
+	hc.call = hooks.Call{Tool: tool, Input: input}
+	if hc.pre {
+		out := h.r.Run(ctx, hooks.PreToolUse, hc.call)
+		h.audit(tool, out)
+		if out.Blocked {
+			return nil, h.denial(tool, out.Reason+" (the call did not run)")
+		}
+		hc.added = append(hc.added, out.Context)
+	}
+	return hc, nil
+}
+
+// after runs the PostToolUse hooks over the call's result: a block or a
+// failure withholds it (a typed denial with rule "hook"); context the hooks
+// added is appended to it.
+func (h *sessionHooks) after(ctx context.Context, hc *hookCall, res *mcp.CallToolResult) *mcp.CallToolResult {
+	if hc == nil || res == nil {
+		return res
+	}
+	tool := hc.call.Tool
+	if hc.post {
+		resp, err := json.Marshal(res)
+		if err != nil {
+			return h.denial(tool, "the call ran, but its result could not be handed to the PostToolUse hooks, so it is withheld")
+		}
+		hc.call.Response = resp
+		out := h.r.Run(ctx, hooks.PostToolUse, hc.call)
+		h.audit(tool, out)
+		if out.Blocked {
+			return h.denial(tool, out.Reason+" (the call ran; its result is withheld)")
+		}
+		hc.added = append(hc.added, out.Context)
+	}
+	for _, c := range hc.added {
+		if c != "" {
+			res.Content = append(res.Content, mcp.NewTextContent("Context from the user's hooks:\n"+c))
+		}
+	}
+	return res
 }
 
 // end runs the SessionEnd hooks; called before the session's processes are
@@ -151,23 +172,23 @@ func (h *sessionHooks) denial(tool, text string) *mcp.CallToolResult {
 // audit writes one record per hook run.
 func (h *sessionHooks) audit(tool string, out hooks.Outcome) {
 	for _, r := range out.Runs {
-		h.s.Audit.Hook(r, tool)
+		auditHook(h.s.Audit, r, tool)
 	}
 }
 
-// Hook records one hook run: the event, the tool, the hook by base name,
-// how it ended (decision "hook-ok", "hook-blocked", "hook-failed") and its
-// exit code; never its input or output.
-func (a *Audit) Hook(r hooks.Run, tool string) {
+// auditHook records one hook run: the event, the tool, the hook by base
+// name, how it ended (decision "hook-ok", "hook-blocked", "hook-failed")
+// and its exit code; never its input or output.
+func auditHook(a *session.Audit, r hooks.Run, tool string) {
 	code := r.ExitCode
-	rec := auditRecord{Tool: tool, Decision: "hook-" + string(r.Status), Rule: r.Hook.Event, Path: r.Hook.Name(), TimedOut: r.TimedOut}
+	rec := session.Record{Tool: tool, Decision: "hook-" + string(r.Status), Rule: r.Hook.Event, Path: r.Hook.Name(), TimedOut: r.TimedOut}
 	if code >= 0 {
 		rec.ExitCode = &code
 	}
 	if rec.Tool == "" {
 		rec.Tool = "session"
 	}
-	a.write(rec)
+	a.Write(rec)
 }
 
 // warnf tells the person running the server (stderr) and, at its level,

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/evener-dev/evener-mcp/session"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
@@ -74,7 +76,7 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 		return fmt.Errorf("listen %s: this platform cannot tell which user a loopback connection comes from, so any local account could run commands in the sandbox: set a bearer token (--token-file)", ho.Listen)
 	}
 	// Refused peers are recorded in the audit log under session "serve".
-	audit, err := OpenAudit(o.Config.StateDir, "serve", o.Policy.Mode())
+	audit, err := session.OpenAudit(o.Config.StateDir, "serve", o.Policy.Mode())
 	if err != nil {
 		return err
 	}
@@ -133,7 +135,7 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 		lookup:   peerUIDOf,
 		refused: func(_ *http.Request, why string) {
 			if ok, dropped := rlog.admit(time.Now()); ok {
-				audit.PeerRefused(why, dropped)
+				auditPeerRefused(audit, why, dropped)
 			}
 			h.o.warnOnce("refused a connection from a process that is not this server's user or root (403; each refusal is in the audit log)")
 		},
@@ -344,7 +346,7 @@ type idManager struct {
 func newIDManager() *idManager { return &idManager{live: map[string]bool{}} }
 
 func (m *idManager) Generate() string {
-	id := newID() + newID()
+	id := rand.Text()
 	m.mu.Lock()
 	m.live[id] = true
 	m.mu.Unlock()

@@ -108,15 +108,16 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 		mcpserver.WithLogging(),
 		mcpserver.WithHooks(hooks),
 		mcpserver.WithToolFilter(h.filterTools),
-		mcpserver.WithToolHandlerMiddleware(h.hookMiddleware),
 	)
 	published := o.Config.Tools
 	if published == nil {
-		published = tools.Names
+		published = tools.Names()
 	}
+	// Each tool is registered once, with the one call pipeline (call.go);
+	// the definition a client lists is its session's (filterTools).
 	for _, t := range tools.All(tools.Deps{Policy: o.Policy, Bounds: o.Bounds}) {
-		if slices.Contains(published, t.Tool.Name) {
-			h.srv.AddTool(t.Tool, h.dispatch(t.Tool.Name))
+		if slices.Contains(published, t.Name) {
+			h.srv.AddTool(t.Tool, h.call(t.Facts))
 		}
 	}
 	h.srv.AddResource(mcp.NewResource(PreambleURI, "sandbox preamble",
@@ -273,8 +274,8 @@ func (h *Hub) open(ctx context.Context, n Narrowing, transport, mcpID string) (*
 		return nil, fmt.Errorf("session refused: %w", err)
 	}
 	s.mcpID = mcpID
-	if s.DegradedShell != "" && transport != "stdio" {
-		s.log.Warn(s.DegradedShell)
+	if s.Degraded != "" && transport != "stdio" {
+		s.log.Warn(s.Degraded)
 	}
 	s.start(ctx, transport)
 	if transport != "stdio" {
@@ -379,49 +380,6 @@ func (h *Hub) filterTools(ctx context.Context, ts []mcp.Tool) []mcp.Tool {
 	return out
 }
 
-func (h *Hub) hookMiddleware(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
-	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		s := h.lookup(ctx)
-		if s == nil || s.hooks == nil {
-			return next(ctx, req)
-		}
-		return s.hooks.middleware(next)(ctx, req)
-	}
-}
-
-// dispatch is the registered handler of one tool: it finds the caller's
-// session, applies its roots before its first call, runs the session's
-// handler and offers an escalation where the client can ask a human.
-func (h *Hub) dispatch(name string) mcpserver.ToolHandlerFunc {
-	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		s := h.lookup(ctx)
-		if s == nil {
-			return mcp.NewToolResultError(errSessionless.Error()), nil
-		}
-		release, err := s.acquireCall(name)
-		if err != nil {
-			return mcp.NewToolResultError(err.Error()), nil
-		}
-		defer release()
-		defer s.begin()()
-		s.prepOnce.Do(func() { s.prepErr = h.applyRoots(ctx, s) })
-		if s.prepErr != nil {
-			return mcp.NewToolResultError(s.prepErr.Error()), nil
-		}
-		hd := s.handler(name)
-		if hd == nil {
-			return mcp.NewToolResultError(fmt.Sprintf("tool %s is not available in this session", name)), nil
-		}
-		started := time.Now()
-		res, err := hd(ctx, req)
-		if err == nil {
-			res = h.escalate(ctx, s, name, req, res)
-		}
-		s.logCall(ctx, name, time.Since(started), res, err)
-		return res, err
-	}
-}
-
 func clientCaps(ctx context.Context) mcp.ClientCapabilities {
 	if cs, ok := mcpserver.ClientSessionFromContext(ctx).(mcpserver.SessionWithClientInfo); ok {
 		return cs.GetClientCapabilities()
@@ -494,103 +452,3 @@ func narrowedRoot(wd string, roots []mcp.Root) (string, error) {
 	return common, nil
 }
 
-// escalatable are the tools whose outside-roots denial a human may
-// approve (spec 000 "Denials"); shell, apply_patch, the browse tools and
-// every other rule stay final.
-var escalatable = []string{"read_file", "write_file", "edit_file"}
-
-// escalate asks the human, through elicitation, to approve one file-tool
-// call refused for lying outside the roots, and re-runs it with that one
-// directory granted when they accept. The model sees either the ordinary
-// denial or the ordinary result: it cannot trigger an approval by any
-// argument, answer it, or learn that one happened.
-func (h *Hub) escalate(ctx context.Context, s *Session, name string, req mcp.CallToolRequest, res *mcp.CallToolResult) *mcp.CallToolResult {
-	if res == nil || !res.IsError || !slices.Contains(escalatable, name) || s.Files == nil {
-		return res
-	}
-	// Only the outside-roots rule may be approved: a symlink, masked,
-	// git-protected or invalid path is final and never asks.
-	den, ok := tools.DenialOf(res)
-	if !ok || den.Rule != confine.RuleOutside {
-		return res
-	}
-	if clientCaps(ctx).Elicitation == nil {
-		return res
-	}
-	// Approval fatigue: one question at a time per session, and none for a
-	// while after the human said no (the model could otherwise ask until
-	// a tired human clicks yes).
-	if !s.asking.TryLock() {
-		s.Audit.Escalation(name, "", "not-asked-another-pending")
-		return res
-	}
-	defer s.asking.Unlock()
-	if until := s.quietUntil.Load(); until != 0 && time.Now().UnixNano() < until {
-		s.Audit.Escalation(name, "", "not-asked-after-decline")
-		return res
-	}
-	path, _ := req.GetArguments()["path"].(string)
-	abs, display, err := s.Files.Resolve(path)
-	if err != nil {
-		return res
-	}
-	if confine.Within(abs, s.Policy.Workdir()) {
-		// The path names a place inside the worktree, so the walk left the
-		// roots through a symlink: final, never a question (README,
-		// "Approval (escalation)").
-		s.Audit.Escalation(name, abs, "not-asked-symlink")
-		return res
-	}
-	grant, err := s.Files.Grant(filepath.Dir(abs))
-	if err != nil {
-		s.Audit.Escalation(name, abs, "not-grantable")
-		return res
-	}
-	defer grant.Close()
-	op := "read"
-	if name != "read_file" {
-		op = "write"
-	}
-	actx, cancel := context.WithTimeout(ctx, approvalTimeout)
-	defer cancel()
-	answer, err := h.srv.RequestElicitation(actx, mcp.ElicitationRequest{
-		Request: mcp.Request{Method: string(mcp.MethodElicitationCreate)},
-		Params: mcp.ElicitationParams{
-			// The path is the model's text: quoted, so a name holding a
-			// newline or a sentence cannot pose as the server's words.
-			Message: fmt.Sprintf("The agent's %s wants to %s %q, which is outside this session's %s sandbox roots. Allow this one %s? (Only this call; masked paths stay refused.)",
-				name, op, display, s.Policy.Mode(), op),
-			RequestedSchema: map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"approve": map[string]any{"type": "boolean", "title": "Allow this one " + op, "default": false},
-				},
-				"required": []string{"approve"},
-			},
-		},
-	})
-	if err != nil {
-		s.Audit.Escalation(name, abs, "unanswered")
-		return res
-	}
-	approved := false
-	if answer.Action == mcp.ElicitationResponseActionAccept {
-		if c, ok := answer.Content.(map[string]any); ok {
-			approved, _ = c["approve"].(bool)
-		}
-	}
-	if !approved {
-		s.Audit.Escalation(name, abs, "declined")
-		s.quietUntil.Store(time.Now().Add(quietAfterDecline).UnixNano())
-		return res
-	}
-	s.Audit.Escalation(name, abs, "approved")
-	for _, t := range tools.All(s.deps(grant)) {
-		if t.Tool.Name == name {
-			if again, err := t.Handler(ctx, req); err == nil && again != nil {
-				return again
-			}
-		}
-	}
-	return res
-}

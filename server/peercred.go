@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/evener-dev/evener-mcp/session"
 )
 
 // Loopback is not an identity: every local account can reach a loopback
@@ -266,11 +268,11 @@ func (l *refusalLog) admit(now time.Time) (bool, int) {
 	return true, d
 }
 
-// PeerRefused records a request refused for who sent it (the transport's
-// own audit stream, session "serve").
-func (a *Audit) PeerRefused(why string, dropped int) {
+// auditPeerRefused records a request refused for who sent it (the
+// transport's own audit stream, session "serve").
+func auditPeerRefused(a *session.Audit, why string, dropped int) {
 	if dropped > 0 {
 		why = fmt.Sprintf("%s (and %d more refusals not recorded)", why, dropped)
 	}
-	a.write(auditRecord{Tool: "serve", Decision: "refused", Rule: "peer-uid", Command: truncate(why, 300)})
+	a.Write(session.Record{Tool: "serve", Decision: "refused", Rule: "peer-uid", Command: session.Truncate(why, 300)})
 }

@@ -4,11 +4,12 @@
 //
 // # Sessions
 //
-// A Session owns the confine.Session (launcher and scratch), the file
-// layer, the egress proxies and the audit stream. Closing it kills whatever
-// it still runs, closes its proxies and removes its scratch. A Hub maps MCP
-// sessions to sandbox sessions: over stdio there is one, over HTTP one per
-// Mcp-Session-Id.
+// A Session is the MCP side of one sandbox session (package session owns
+// the sandbox: policy, launcher, file layer, egress, audit): its tool
+// definitions and handlers, hooks, preamble, log level, idle clock and
+// approval state. A Hub maps MCP sessions to sessions: over stdio there is
+// one, over HTTP one per Mcp-Session-Id. Every tool call runs through one
+// function, Hub.call (call.go).
 //
 // A session may only be narrower than the server: a client may ask at
 // initialisation (capabilities.experimental["evener-mcp/session"]) for fewer
@@ -19,13 +20,9 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -34,10 +31,9 @@ import (
 
 	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/confine"
-	"github.com/evener-dev/evener-mcp/egress"
+	"github.com/evener-dev/evener-mcp/session"
 	"github.com/evener-dev/evener-mcp/tools"
 	"github.com/mark3labs/mcp-go/mcp"
-	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
 // sessionEndBudget bounds the SessionEnd hooks of a closing session.
@@ -78,6 +74,9 @@ type Options struct {
 	// (HTTP); stdio says the process is the one session.
 	sendTo func(mcpID, method string, params map[string]any)
 	stdio  bool
+	// openFiles replaces the file layer's constructor (tests play a build
+	// without one); nil is confine's.
+	openFiles func(*confine.Policy, string, confine.FileAccessOptions) (*confine.FileAccess, error)
 }
 
 func (o Options) warn(format string, args ...any) {
@@ -134,21 +133,11 @@ func parseNarrowing(caps mcp.ClientCapabilities) (n Narrowing, ok bool, err erro
 	return n, true, nil
 }
 
-// Session is one sandbox session.
+// Session is the MCP side of one sandbox session.
 type Session struct {
-	ID       string
-	Policy   *confine.Policy
-	Launcher *confine.Launcher
-	Files    *confine.FileAccess
-	Audit    *Audit
-	Egress   *egress.Outlet // nil unless sandboxed with the network on
-	Tools    []string
-	// DegradedShell is set when the delegate floor could not be enforced
-	// for the shell (no backend): the file tools keep the read-only rules.
-	DegradedShell string
-	// NoFileTools says why the file tools are not offered (no confined
-	// file layer in this build), "" when they are.
-	NoFileTools string
+	*session.Session
+	// Tools are the tools the session publishes.
+	Tools []string
 
 	o        Options
 	preamble string
@@ -162,16 +151,15 @@ type Session struct {
 	mcpID string
 	hooks *sessionHooks
 
-	mu       sync.Mutex
-	handlers map[string]mcpserver.ToolHandlerFunc
+	mu       sync.Mutex // guards handlers and defs (rebuilt when roots narrow the worktree)
+	handlers map[string]tools.Tool
 	defs     map[string]mcp.Tool
 
 	inflight   atomic.Int64
-	spawning   atomic.Int64 // process-spawning calls in flight (max_concurrent_calls)
 	lastActive atomic.Int64 // unix nanoseconds
 	expiring   atomic.Bool  // picked by the idle sweep
 
-	asking     sync.Mutex   // one approval question at a time
+	asking     sync.Mutex   // held while one approval question is open: one at a time
 	quietUntil atomic.Int64 // no approval questions before (unix ns), after a decline
 
 	prepOnce sync.Once
@@ -181,168 +169,102 @@ type Session struct {
 	closeErr  error
 }
 
-// NewSession builds a session from the server's policy, narrowed by the
-// client's request and by the tool scope: a session whose tools include no
-// mutation tool runs its shell read-only (spec 000, the implicit delegate
-// floor).
+// scope is the session's tool set: the server's, narrowed to what the
+// client named (each of which the server must publish).
+func scope(published, asked []string) ([]string, error) {
+	if published == nil {
+		published = tools.Names()
+	}
+	if asked == nil {
+		return published, nil
+	}
+	for _, t := range asked {
+		if !slices.Contains(published, t) {
+			return nil, fmt.Errorf("tool %q is not available on this server (it publishes %s)", t, strings.Join(published, ", "))
+		}
+	}
+	var out []string
+	for _, t := range published {
+		if slices.Contains(asked, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// request turns a client's narrowing into the session's request.
+func (n Narrowing) request() (session.Request, error) {
+	var r session.Request
+	var err error
+	if n.Sandbox != "" {
+		if r.Mode, err = confine.ParseMode(n.Sandbox); err != nil {
+			return r, err
+		}
+	}
+	if n.Network != "" {
+		if r.Network, err = confine.ParseNetwork(n.Network); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// NewSession opens a sandbox session for the client's narrowing (package
+// session decides its policy: the delegate floor and the client's
+// request) and builds its MCP side.
 func NewSession(o Options, n Narrowing) (*Session, error) {
-	id := newID()
-	pol := o.Policy
-	toolset := o.Config.Tools
-	if toolset == nil {
-		toolset = tools.Names
+	toolset, err := scope(o.Config.Tools, n.Tools)
+	if err != nil {
+		return nil, err
 	}
-	if n.Tools != nil {
-		for _, t := range n.Tools {
-			if !slices.Contains(toolset, t) {
-				return nil, fmt.Errorf("tool %q is not available on this server (it publishes %s)", t, strings.Join(toolset, ", "))
-			}
-		}
-		var scoped []string
-		for _, t := range toolset {
-			if slices.Contains(n.Tools, t) {
-				scoped = append(scoped, t)
-			}
-		}
-		toolset = scoped
+	req, err := n.request()
+	if err != nil {
+		return nil, err
 	}
-	noMutation := !slices.ContainsFunc(toolset, func(t string) bool { return slices.Contains(tools.MutationTools, t) })
-	if noMutation && n.Sandbox != "" && n.Sandbox != string(confine.ModeReadOnly) {
-		// Spec 000: an explicit sandbox does not bypass the read-only
-		// floor of a session without mutation tools; off, workspace-write
-		// and restricted permit persistent writes and are refused.
-		return nil, fmt.Errorf("a session without %s runs read-only: sandbox %q would permit workspace writes", strings.Join(tools.MutationTools, ", "), n.Sandbox)
-	}
-	if n.Sandbox != "" || n.Network != "" {
-		var mode confine.Mode
-		var network confine.Network
-		var err error
-		if n.Sandbox != "" {
-			if mode, err = confine.ParseMode(n.Sandbox); err != nil {
-				return nil, err
-			}
-		}
-		if n.Network != "" {
-			if network, err = confine.ParseNetwork(n.Network); err != nil {
-				return nil, err
-			}
-		}
-		// An explicit request is enforced in full or refused: it does not
-		// get the delegate floor's degrade.
-		if pol, err = pol.Narrow(mode, network, nil); err != nil {
-			return nil, err
-		}
-	}
-	s := &Session{ID: id, Tools: toolset, o: o}
+	s := &Session{Tools: toolset, o: o}
 	s.clientLevel.Store(clientLevelOff)
+	max := config.DefaultMaxConcurrentCalls
+	if o.Config.MaxConcurrentCalls > 0 {
+		max = o.Config.MaxConcurrentCalls
+	}
+	s.Session, err = session.Open(o.Policy, tools.ChangesFiles(toolset), req, session.Options{
+		EnvPassthrough:  o.Config.EnvPassthrough,
+		ScratchParent:   o.ScratchParent,
+		FileLayer:       true,
+		OpenFiles:       o.openFiles,
+		Spawner:         true, // a server session lives long enough to amortise it
+		StateDir:        o.Config.StateDir,
+		AllowDomains:    o.Config.AllowDomains,
+		MaxProcessCalls: max,
+		OnRefusal: func(v session.Violation) {
+			s.log.Warn("egress refused", "target", v.Target, "reason", v.Raw)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
 	s.log = newSessionLogger(o.logger(), s)
 	s.lastActive.Store(time.Now().UnixNano())
-	switch {
-	case !noMutation || pol.Mode() == confine.ModeReadOnly:
-	case pol.Mode() == confine.ModeRestricted:
-		// Keep restricted's narrower reads; block its writes.
-		blocked, err := pol.BlockWrites()
-		if err != nil {
-			return nil, err
-		}
-		pol = blocked
-	default:
-		narrowed, err := pol.Narrow(confine.ModeReadOnly, "", nil)
-		switch {
-		case err == nil:
-			pol = narrowed
-		case errors.Is(err, confine.ErrUnenforceable):
-			s.DegradedShell = "no tool here may change files, but no sandbox backend can enforce a read-only shell on this host: the shell is unconfined"
-		default:
-			return nil, err
-		}
-	}
-	s.Policy = pol
-	var err error
-	if s.Launcher, err = confine.NewLauncherUnder(pol, o.Config.EnvPassthrough, o.ScratchParent); err != nil {
-		return nil, err
-	}
-	// A server session lives long enough to amortise a spawner thread in
-	// its own pids cgroup (root servers on cgroup v1).
-	s.Launcher.StartSpawner()
-	switch s.Files, err = s.newFiles(pol); {
-	case errors.Is(err, confine.ErrNoFileLayer) && pol.Mode() != confine.ModeOff:
-		// No race-safe file layer in this build (macOS): publish the
-		// shell alone rather than file tools that could not be confined.
-		s.Files = nil
-		s.NoFileTools = err.Error()
-		s.Tools = slices.DeleteFunc(slices.Clone(s.Tools), func(t string) bool { return t != "shell" })
-	case err != nil:
-		s.Launcher.Close()
-		return nil, err
-	}
-	if s.Audit, err = OpenAudit(o.Config.StateDir, id, pol.Mode()); err != nil {
-		s.Close()
-		return nil, err
+	if s.NoFileLayer != "" {
+		// No race-safe file layer in this build (macOS): publish only the
+		// tools that need none rather than file tools that could not be
+		// confined.
+		s.Tools = slices.DeleteFunc(slices.Clone(s.Tools), func(t string) bool {
+			f, _ := tools.FactsOf(t)
+			return f.Files
+		})
 	}
 	s.hooks = newSessionHooks(o, s)
-	if pol.Mode() != confine.ModeOff && pol.Network() == confine.NetworkOn {
-		socketParent := os.TempDir()
-		if o.ScratchParent != "" {
-			socketParent = o.ScratchParent
-		}
-		s.Egress, err = egress.OpenOutlet(o.Config.AllowDomains, os.Getenv(egress.HostsEnv), socketParent, func(v egress.Violation) {
-			s.Audit.Network(v)
-			s.log.Warn("egress refused", "target", v.Target, "reason", v.Raw)
-		})
-		if err == nil {
-			err = s.Launcher.SetEgress(confine.EgressBridge(s.Egress.Bridge()))
-		}
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-	}
 	s.buildHandlers()
 	return s, nil
 }
 
-// filesPolicy is the policy the file tools follow: the session's, except
-// that where the delegate floor could not confine the shell the file tools
-// still keep the read-only write boundary (they are checked in this
-// process).
-func (s *Session) filesPolicy(pol *confine.Policy) *confine.Policy {
-	if s.DegradedShell != "" {
-		return pol.FileToolsReadOnly()
-	}
-	return pol
-}
-
-// StartupLine is the session's one-line report: its policy's, or, where
-// the delegate floor could not confine the shell, a line that says so
-// first.
-func (s *Session) StartupLine() string {
-	if s.DegradedShell != "" {
-		reason := s.Policy.Host().Unusable()
-		if reason == "" {
-			reason = s.Policy.Degraded()
-		}
-		return "sandbox: NOT ENFORCING for the shell: this session has no tool that changes files, but no backend can enforce a read-only shell here (" +
-			reason + "); the shell runs unconfined, the file tools keep the read-only boundary and mask the denylist"
-	}
-	return s.Policy.StartupLine()
-}
-
-// newFileAccess is confine.NewFileAccessWith; tests replace it to play a
-// build without a file layer.
-var newFileAccess = confine.NewFileAccessWith
-
-// newFiles opens the file layer for pol over the session's scratch.
-func (s *Session) newFiles(pol *confine.Policy) (*confine.FileAccess, error) {
-	return newFileAccess(s.filesPolicy(pol), s.Launcher.Scratch(), confine.FileAccessOptions{HideBeside: s.o.ScratchParent})
-}
-
 // start measures the preamble and runs the SessionStart hooks.
 func (s *Session) start(ctx context.Context, transport string) {
-	s.preamble = Preamble(ctx, s.Launcher, s.o.Config.AllowDomains, s.DegradedShell)
-	if s.NoFileTools != "" {
-		s.preamble += "- only the shell is offered: " + s.NoFileTools + "; read and edit files with shell commands.\n"
-		s.o.warnOnce("file tools not offered: %s; sessions publish the shell only", s.NoFileTools)
+	s.preamble = Preamble(ctx, s.Launcher, s.o.Config.AllowDomains, s.Degraded)
+	if s.NoFileLayer != "" {
+		s.preamble += "- only the shell is offered: " + s.NoFileLayer + "; read and edit files with shell commands.\n"
+		s.o.warnOnce("file tools not offered: %s; sessions publish the shell only", s.NoFileLayer)
 	}
 	if warning, extra := s.hooks.start(ctx); warning != "" || extra != "" {
 		if warning != "" {
@@ -354,25 +276,20 @@ func (s *Session) start(ctx context.Context, transport string) {
 	s.Audit.Lifecycle("session-start", transport+"; tools "+strings.Join(s.Tools, ","))
 }
 
-// deps are the tools' dependencies on this session.
+// deps are the tools' dependencies on this session, over the file layer
+// files (the session's, or one with an approved grant).
 func (s *Session) deps(files *confine.FileAccess) tools.Deps {
-	return tools.Deps{Policy: s.Policy, Session: s.Launcher, Files: files, Audit: s.Audit, Bounds: s.o.Bounds, Notify: s.o.notify,
-		NetViolations: func(from, to time.Time) []tools.Violation {
-			var out []tools.Violation
-			for _, v := range s.Egress.Between(from, to) {
-				out = append(out, tools.Violation(v))
-			}
-			return out
-		}}
+	return tools.Deps{Policy: s.Policy, Launcher: s.Launcher, Files: files, Audit: s.Audit, Bounds: s.o.Bounds,
+		Notify: s.o.notify, NetViolations: s.Session.NetViolations}
 }
 
 func (s *Session) buildHandlers() {
-	hs := map[string]mcpserver.ToolHandlerFunc{}
+	hs := map[string]tools.Tool{}
 	defs := map[string]mcp.Tool{}
 	for _, t := range tools.All(s.deps(s.Files)) {
-		if slices.Contains(s.Tools, t.Tool.Name) {
-			hs[t.Tool.Name] = t.Handler
-			defs[t.Tool.Name] = t.Tool
+		if slices.Contains(s.Tools, t.Name) {
+			hs[t.Name] = t
+			defs[t.Name] = t.Tool
 		}
 	}
 	s.mu.Lock()
@@ -380,10 +297,12 @@ func (s *Session) buildHandlers() {
 	s.mu.Unlock()
 }
 
-func (s *Session) handler(name string) mcpserver.ToolHandlerFunc {
+// tool is the session's tool called name.
+func (s *Session) tool(name string) (tools.Tool, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.handlers[name]
+	t, ok := s.handlers[name]
+	return t, ok
 }
 
 // logOpened records the session's opening.
@@ -427,60 +346,25 @@ func (s *Session) idleSince(now time.Time) time.Duration {
 // narrowWorkdir moves the session's worktree to dir, inside the current
 // one. Called before the session's first tool call only.
 func (s *Session) narrowWorkdir(dir string) error {
-	np, err := s.Policy.NarrowWorkdir(dir)
-	if err != nil {
+	if err := s.Session.NarrowWorkdir(dir); err != nil {
 		return err
-	}
-	if np.Workdir() == s.Policy.Workdir() {
-		return nil
-	}
-	fa, err := s.newFiles(np)
-	if err != nil && s.NoFileTools == "" {
-		return err
-	}
-	if err := s.Launcher.Narrow(np); err != nil {
-		fa.Close()
-		return err
-	}
-	old := s.Files
-	s.Policy, s.Files = np, fa
-	if old != nil {
-		old.Close()
 	}
 	s.buildHandlers()
 	return nil
 }
 
-// Close runs the SessionEnd hooks, kills the session's processes, closes its
-// proxies and removes its scratch. It is safe to call more than once.
+// Close runs the SessionEnd hooks, then closes the sandbox session (its
+// processes, proxies and scratch). It is safe to call more than once.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
-		var errs []error
 		if s.hooks != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), sessionEndBudget)
 			s.hooks.end(ctx)
 			cancel()
 		}
-		if s.Egress != nil {
-			errs = append(errs, s.Egress.Close())
-		}
-		if s.Files != nil {
-			errs = append(errs, s.Files.Close())
-		}
-		if s.Launcher != nil {
-			errs = append(errs, s.Launcher.Close())
-		}
-		s.Audit.Lifecycle("session-end", "")
+		s.closeErr = s.Session.Close()
 		// Not to the client: it may be gone (stdin closed, DELETE).
 		s.o.logger().Info("session closed", "session", s.ID)
-		errs = append(errs, s.Audit.Close())
-		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
-}
-
-func newID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

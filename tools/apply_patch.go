@@ -12,7 +12,6 @@ import (
 	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/evener-dev/evener-mcp/tools/internal/textedit"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 )
 
 type patchArgs struct {
@@ -56,13 +55,16 @@ var modeLine = regexp.MustCompile(`(?m)^(?:new file mode|new mode|old mode|delet
 // ApplyPatch applies a patch atomically across all the files it names:
 // every file is read, patched and staged first, and nothing is visible
 // until all of it succeeded; a failure leaves every file as it was.
-func ApplyPatch(d Deps) server.ServerTool {
+// applyPatchFacts are apply_patch's facts.
+var applyPatchFacts = Facts{Name: "apply_patch", Changes: true, Files: true}
+
+func ApplyPatch(d Deps) Tool {
 	tool := mcp.NewTool("apply_patch",
 		mcp.WithDescription("Apply a patch ('*** Begin Patch' format or a unified diff) to files in the worktree, all files or none."),
 		schemas(patchSchema, patchOutputSchema),
 		annotations("Apply a patch", false, true, false, false),
 	)
-	return server.ServerTool{Tool: tool, Handler: handler(d, "apply_patch", func(ctx context.Context, req mcp.CallToolRequest, a patchArgs) (*mcp.CallToolResult, error) {
+	return d.tool(applyPatchFacts, tool, handler(d, applyPatchFacts.Name, func(ctx context.Context, req mcp.CallToolRequest, a patchArgs) (*mcp.CallToolResult, error) {
 		if int64(len(a.Patch)) > d.Bounds.PatchBytes {
 			return nil, fmt.Errorf("patch is %d bytes, over the %d-byte cap", len(a.Patch), d.Bounds.PatchBytes)
 		}
@@ -95,7 +97,7 @@ func ApplyPatch(d Deps) server.ServerTool {
 			}
 		}
 		return mcp.NewToolResultStructured(res, b.String()), nil
-	})}
+	}))
 }
 
 func stageOp(d Deps, stage *confine.Stage, op textedit.FileOp) (PatchFile, error) {

@@ -8,7 +8,6 @@ import (
 	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/evener-dev/evener-mcp/tools/internal/textedit"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 )
 
 type editArgs struct {
@@ -59,13 +58,16 @@ const editOutputSchema = `{
 
 // EditFile applies a list of exact-text replacements all or nothing,
 // keeping CRLF line endings and indentation, and returns a unified diff.
-func EditFile(d Deps) server.ServerTool {
+// editFileFacts are edit_file's facts.
+var editFileFacts = Facts{Name: "edit_file", Changes: true, Approval: "write", Files: true}
+
+func EditFile(d Deps) Tool {
 	tool := mcp.NewTool("edit_file",
 		mcp.WithDescription("Replace exact text in a file. Each old_text must match once (or set replace_all); all edits apply or none do. Returns a unified diff."),
 		schemas(editSchema, editOutputSchema),
 		annotations("Edit a file", false, true, false, false),
 	)
-	return server.ServerTool{Tool: tool, Handler: handler(d, "edit_file", func(ctx context.Context, req mcp.CallToolRequest, a editArgs) (*mcp.CallToolResult, error) {
+	return d.tool(editFileFacts, tool, handler(d, editFileFacts.Name, func(ctx context.Context, req mcp.CallToolRequest, a editArgs) (*mcp.CallToolResult, error) {
 		old, display, err := readWhole(d, a.Path)
 		if err != nil {
 			return nil, err
@@ -90,7 +92,7 @@ func EditFile(d Deps) server.ServerTool {
 			res.Applied = true
 		}
 		return mcp.NewToolResultStructured(res, diff), nil
-	})}
+	}))
 }
 
 // readWhole reads a whole text file under the read cap.

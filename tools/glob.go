@@ -8,7 +8,6 @@ import (
 
 	"github.com/evener-dev/evener-mcp/tools/internal/search"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 )
 
 type globArgs struct {
@@ -40,13 +39,16 @@ const globOutputSchema = `{
 
 // Glob lists the paths matching a pattern, honouring ignore files, in a
 // stable (sorted) order, capped with a truncation flag.
-func Glob(d Deps) server.ServerTool {
+// globFacts are glob's facts.
+var globFacts = Facts{Name: "glob", Files: true}
+
+func Glob(d Deps) Tool {
 	tool := mcp.NewTool("glob",
 		mcp.WithDescription("Find files by glob pattern (** matches any number of directories). Honours .gitignore; sorted; capped."),
 		schemas(globSchema, globOutputSchema),
 		annotations("Find files by pattern", true, false, true, false),
 	)
-	return server.ServerTool{Tool: tool, Handler: handler(d, "glob", func(ctx context.Context, req mcp.CallToolRequest, a globArgs) (*mcp.CallToolResult, error) {
+	return d.tool(globFacts, tool, handler(d, globFacts.Name, func(ctx context.Context, req mcp.CallToolRequest, a globArgs) (*mcp.CallToolResult, error) {
 		fsys, sub, isFile, err := searchRoot(d, a.Path)
 		if err != nil {
 			return nil, err
@@ -75,5 +77,5 @@ func Glob(d Deps) server.ServerTool {
 			text = "no matches"
 		}
 		return mcp.NewToolResultStructured(res, text), nil
-	})}
+	}))
 }

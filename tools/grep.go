@@ -7,7 +7,6 @@ import (
 
 	"github.com/evener-dev/evener-mcp/tools/internal/search"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 )
 
 type grepArgs struct {
@@ -80,13 +79,16 @@ const grepOutputSchema = `{
 
 // Grep searches file contents with a linear-time regular expression or a
 // literal, honouring ignore files and skipping binaries, capped.
-func Grep(d Deps) server.ServerTool {
+// grepFacts are grep's facts.
+var grepFacts = Facts{Name: "grep", Files: true}
+
+func Grep(d Deps) Tool {
 	tool := mcp.NewTool("grep",
 		mcp.WithDescription("Search file contents (RE2 regex or literal). Honours .gitignore, skips binary files; output as matching lines, file names or counts; capped."),
 		schemas(grepSchema, grepOutputSchema),
 		annotations("Search file contents", true, false, true, false),
 	)
-	return server.ServerTool{Tool: tool, Handler: handler(d, "grep", func(ctx context.Context, req mcp.CallToolRequest, a grepArgs) (*mcp.CallToolResult, error) {
+	return d.tool(grepFacts, tool, handler(d, grepFacts.Name, func(ctx context.Context, req mcp.CallToolRequest, a grepArgs) (*mcp.CallToolResult, error) {
 		fsys, sub, _, err := searchRoot(d, a.Path)
 		if err != nil {
 			return nil, err
@@ -156,5 +158,5 @@ func Grep(d Deps) server.ServerTool {
 			b.WriteString("[results truncated]\n")
 		}
 		return mcp.NewToolResultStructured(res, b.String()), nil
-	})}
+	}))
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 )
 
 type listArgs struct {
@@ -58,13 +57,16 @@ const listOutputSchema = `{
 // ListDir lists a directory to a given depth. Symlinks are shown as
 // symlinks with their target and never followed, so a listing cannot leave
 // the tree or loop.
-func ListDir(d Deps) server.ServerTool {
+// listDirFacts are list_dir's facts.
+var listDirFacts = Facts{Name: "list_dir", Files: true}
+
+func ListDir(d Deps) Tool {
 	tool := mcp.NewTool("list_dir",
 		mcp.WithDescription("List a directory, optionally several levels deep. Symlinks are shown, never followed."),
 		schemas(listSchema, listOutputSchema),
 		annotations("List a directory", true, false, true, false),
 	)
-	return server.ServerTool{Tool: tool, Handler: handler(d, "list_dir", func(ctx context.Context, req mcp.CallToolRequest, a listArgs) (*mcp.CallToolResult, error) {
+	return d.tool(listDirFacts, tool, handler(d, listDirFacts.Name, func(ctx context.Context, req mcp.CallToolRequest, a listArgs) (*mcp.CallToolResult, error) {
 		depth := min(max(a.Depth, 1), maxListDepth)
 		dir, err := d.Files.OpenDir(a.Path)
 		if err != nil {
@@ -91,7 +93,7 @@ func ListDir(d Deps) server.ServerTool {
 			b.WriteString("[listing truncated]\n")
 		}
 		return mcp.NewToolResultStructured(res, b.String()), nil
-	})}
+	}))
 }
 
 func walkList(ctx context.Context, dir *confine.Dir, prefix string, depth, perDir int, budget *int, res *ListResult) error {

@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 )
 
 type readArgs struct {
@@ -69,13 +68,16 @@ var imageMagic = []struct {
 // ReadFile returns a file's text byte-exact (a line range of it, with the
 // total line count), flags binary and non-UTF-8 content explicitly, and
 // returns images as image content.
-func ReadFile(d Deps) server.ServerTool {
+// readFileFacts are read_file's facts.
+var readFileFacts = Facts{Name: "read_file", Approval: "read", Files: true}
+
+func ReadFile(d Deps) Tool {
 	tool := mcp.NewTool("read_file",
 		mcp.WithDescription("Read a text file (optionally a range of lines), or an image. Binary and non-UTF-8 files are flagged, never silently altered."),
 		schemas(readSchema, readOutputSchema),
 		annotations("Read a file", true, false, true, false),
 	)
-	return server.ServerTool{Tool: tool, Handler: handler(d, "read_file", func(ctx context.Context, req mcp.CallToolRequest, a readArgs) (*mcp.CallToolResult, error) {
+	return d.tool(readFileFacts, tool, handler(d, readFileFacts.Name, func(ctx context.Context, req mcp.CallToolRequest, a readArgs) (*mcp.CallToolResult, error) {
 		f, info, err := d.Files.OpenRead(a.Path)
 		if err != nil {
 			return nil, err
@@ -119,7 +121,7 @@ func ReadFile(d Deps) server.ServerTool {
 			text = escapeInvalidUTF8(text)
 		}
 		return mcp.NewToolResultStructured(res, text), nil
-	})}
+	}))
 }
 
 // readLines counts every line and keeps the requested range byte-exact,

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/session"
 	"github.com/evener-dev/evener-mcp/tools/internal/termsafe"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -31,13 +32,8 @@ type ShellResult struct {
 	Violations []Violation `json:"violations"`
 }
 
-// Violation is spec 002's violation event, attributed to one call: the
-// refused action, its target and the raw line it was read from.
-type Violation struct {
-	Action string `json:"action"`
-	Target string `json:"target"`
-	Raw    string `json:"raw"`
-}
+// Violation is one refusal attributed to a call (session.Violation).
+type Violation = session.Violation
 
 const shellSchema = `{
   "type": "object",
@@ -67,14 +63,17 @@ const shellOutputSchema = `{
 
 // Shell runs a command in a fresh sandbox per call, streaming its output as
 // progress notifications and returning the head and tail of it.
-func Shell(d Deps) server.ServerTool {
+// shellFacts are shell's facts.
+var shellFacts = Facts{Name: "shell", Processes: true}
+
+func Shell(d Deps) Tool {
 	openWorld := d.Policy.Network() == confine.NetworkOn
 	tool := mcp.NewTool("shell",
 		mcp.WithDescription("Run a bash command in a fresh sandbox ("+string(d.Policy.Mode())+" mode, network "+string(d.Policy.Network())+"). Output is streamed as progress notifications; the result keeps its head and tail."),
 		schemas(shellSchema, shellOutputSchema),
 		annotations("Run a shell command", false, true, false, openWorld),
 	)
-	return server.ServerTool{Tool: tool, Handler: handler(d, "shell", func(ctx context.Context, req mcp.CallToolRequest, a shellArgs) (*mcp.CallToolResult, error) {
+	return d.tool(shellFacts, tool, handler(d, shellFacts.Name, func(ctx context.Context, req mcp.CallToolRequest, a shellArgs) (*mcp.CallToolResult, error) {
 		timeout := d.Bounds.ShellTimeout
 		if a.TimeoutMS > 0 {
 			timeout = time.Duration(a.TimeoutMS) * time.Millisecond
@@ -84,7 +83,7 @@ func Shell(d Deps) server.ServerTool {
 		}
 		out := newCapture(d.Bounds.ShellOutput, d.progressSink(ctx, req))
 		started := time.Now()
-		res, err := d.Session.Run(ctx, confine.Command{
+		res, err := d.Launcher.Run(ctx, confine.Command{
 			Args:    []string{"bash", "-c", a.Command},
 			Dir:     a.Workdir,
 			Stdout:  out,
@@ -118,7 +117,7 @@ func Shell(d Deps) server.ServerTool {
 			gitNotes.WriteString("\n[git: " + q + "]")
 		}
 		if d.Audit != nil {
-			d.Audit.Shell(a.Command, res, viol)
+			d.Audit.Shell(a.Command, res, len(viol))
 		}
 		sr := ShellResult{ExitCode: res.ExitCode, Output: text, TimedOut: res.TimedOut, Truncated: truncated,
 			DurationMS: res.Duration.Milliseconds(), Violations: viol}
@@ -128,7 +127,7 @@ func Shell(d Deps) server.ServerTool {
 		}
 		r := mcp.NewToolResultStructured(sr, summary+"\n"+text+gitNotes.String())
 		return r, nil
-	})}
+	}))
 }
 
 // Progress timing (README, "Clients tested"). Some clients (the official

@@ -57,16 +57,16 @@ var DefaultBounds = Bounds{
 // command; never file contents, never a full secret path.
 type Recorder interface {
 	Denied(tool string, d *confine.Denial)
-	Shell(command string, res confine.Result, violations []Violation)
+	Shell(command string, res confine.Result, violations int)
 }
 
 // Deps is what the tools stand on; one per session.
 type Deps struct {
-	Policy  *confine.Policy
-	Session *confine.Launcher
-	Files   *confine.FileAccess
-	Audit   Recorder
-	Bounds  Bounds
+	Policy   *confine.Policy
+	Launcher *confine.Launcher
+	Files    *confine.FileAccess
+	Audit    Recorder
+	Bounds   Bounds
 	// Notify sends a notification about the call in ctx (progress) so
 	// that it reaches the client before the call's result; nil sends
 	// through the MCP library's session channel.
@@ -76,20 +76,104 @@ type Deps struct {
 	NetViolations func(from, to time.Time) []Violation
 }
 
-// All returns every tool in the order they are published.
-func All(d Deps) []server.ServerTool {
-	return []server.ServerTool{
-		ReadFile(d), WriteFile(d), EditFile(d), ApplyPatch(d),
-		Glob(d), Grep(d), ListDir(d), Shell(d),
-	}
+// Tool is one tool: its MCP definition and handler, and its facts.
+type Tool struct {
+	server.ServerTool
+	Facts
 }
 
-// Names lists the tool names of All, in order.
-var Names = []string{"read_file", "write_file", "edit_file", "apply_patch", "glob", "grep", "list_dir", "shell"}
+// Facts are what the rest of the server needs to know about a tool,
+// declared once, beside the tool (each tool's file), and read by the
+// session's policy, the call pipeline and the transports.
+type Facts struct {
+	Name string
+	// Changes says the tool changes files: a session without any such
+	// tool runs its shell read-only (README, "Narrower sessions": the
+	// delegate floor).
+	Changes bool
+	// Approval is "read" or "write" when a denial for lying outside the
+	// roots may ask the human to allow the one call (README, "Approval
+	// (escalation)"); "" never asks.
+	Approval string
+	// Processes says the tool starts processes: its calls count against
+	// the session's max_concurrent_calls.
+	Processes bool
+	// Files says the tool needs the confined file layer; a build without
+	// one offers only the tools that do not.
+	Files bool
+}
 
-// MutationTools are the tools that change the workspace; a session without
-// any of them runs its shell read-only (spec 000, the delegate floor).
-var MutationTools = []string{"write_file", "edit_file", "apply_patch"}
+// constructors build each tool, in the order they are published.
+var constructors = []struct {
+	facts Facts
+	build func(Deps) Tool
+}{
+	{readFileFacts, ReadFile}, {writeFileFacts, WriteFile}, {editFileFacts, EditFile}, {applyPatchFacts, ApplyPatch},
+	{globFacts, Glob}, {grepFacts, Grep}, {listDirFacts, ListDir}, {shellFacts, Shell},
+}
+
+// All returns every tool in the order they are published.
+func All(d Deps) []Tool {
+	out := make([]Tool, 0, len(constructors))
+	for _, c := range constructors {
+		out = append(out, c.build(d))
+	}
+	return out
+}
+
+// Build returns the one tool called name (an approved call re-runs just
+// that tool with a wider file layer).
+func Build(name string, d Deps) (Tool, bool) {
+	for _, c := range constructors {
+		if c.facts.Name == name {
+			return c.build(d), true
+		}
+	}
+	return Tool{}, false
+}
+
+// Catalog lists every tool's facts, in publishing order.
+func Catalog() []Facts {
+	out := make([]Facts, 0, len(constructors))
+	for _, c := range constructors {
+		out = append(out, c.facts)
+	}
+	return out
+}
+
+// FactsOf returns the facts of the tool called name.
+func FactsOf(name string) (Facts, bool) {
+	for _, c := range constructors {
+		if c.facts.Name == name {
+			return c.facts, true
+		}
+	}
+	return Facts{}, false
+}
+
+// Names lists the tool names, in publishing order.
+func Names() []string {
+	var out []string
+	for _, f := range Catalog() {
+		out = append(out, f.Name)
+	}
+	return out
+}
+
+// ChangesFiles reports whether any of the named tools changes files.
+func ChangesFiles(names []string) bool {
+	for _, n := range names {
+		if f, ok := FactsOf(n); ok && f.Changes {
+			return true
+		}
+	}
+	return false
+}
+
+// tool pairs a definition and handler with the tool's facts.
+func (d Deps) tool(f Facts, def mcp.Tool, h server.ToolHandlerFunc) Tool {
+	return Tool{ServerTool: server.ServerTool{Tool: def, Handler: h}, Facts: f}
+}
 
 // annotations sets all four hints explicitly: mcp-go presets destructive
 // and open-world to true, which would be wrong for most of these tools.

@@ -65,13 +65,18 @@ func TestAnnotationsExplicit(t *testing.T) {
 		"list_dir": {true, false, true, false}, "shell": {false, true, false, false},
 	}
 	tools := All(testDeps(t))
-	if len(tools) != len(Names) {
-		t.Fatalf("All has %d tools, Names %d", len(tools), len(Names))
+	if len(tools) != len(Names()) {
+		t.Fatalf("All has %d tools, Names %d", len(tools), len(Names()))
 	}
 	for i, st := range tools {
 		a := st.Tool.Annotations
-		if st.Tool.Name != Names[i] {
-			t.Errorf("tool %d is %s, Names says %s", i, st.Tool.Name, Names[i])
+		if st.Tool.Name != Names()[i] || st.Facts.Name != st.Tool.Name {
+			t.Errorf("tool %d is %s (facts %s), Names says %s", i, st.Tool.Name, st.Facts.Name, Names()[i])
+		}
+		// The facts agree with the annotations: a tool that changes files
+		// is not read-only, and only such tools count for the floor.
+		if st.Facts.Changes == *a.ReadOnlyHint && st.Tool.Name != "shell" {
+			t.Errorf("%s: Changes %v but readOnlyHint %v", st.Tool.Name, st.Facts.Changes, *a.ReadOnlyHint)
 		}
 		if a.ReadOnlyHint == nil || a.DestructiveHint == nil || a.IdempotentHint == nil || a.OpenWorldHint == nil || a.Title == "" {
 			t.Errorf("%s: an annotation is left to the default: %+v", st.Tool.Name, a)
@@ -91,8 +96,8 @@ func TestAnnotationsExplicit(t *testing.T) {
 	}
 }
 
-// TestNoDirectFileOrProcessAccess enforces invariant 2: tools reach files
-// and processes only through confine.
+// TestNoDirectFileOrProcessAccess: tools reach files and processes only
+// through confine (README, "The tools").
 func TestNoDirectFileOrProcessAccess(t *testing.T) {
 	banned := []string{"os.Open(", "os.OpenFile(", "os.Create(", "os.WriteFile(", "os.ReadFile(", "os.Remove(", "os.RemoveAll(", "os.Rename(", "os.Mkdir(", "os.MkdirAll(", "os.ReadDir(", "os.Stat(", "os.Lstat(", "syscall.", "unix."}
 	err := filepath.Walk(".", func(p string, info os.FileInfo, err error) error {

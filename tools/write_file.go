@@ -6,7 +6,6 @@ import (
 
 	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 )
 
 type writeArgs struct {
@@ -40,13 +39,16 @@ const writeOutputSchema = `{
 // WriteFile creates or replaces a file atomically (temp file and rename
 // through a held directory handle), keeping an existing file's mode and
 // never writing through a symlink.
-func WriteFile(d Deps) server.ServerTool {
+// writeFileFacts are write_file's facts.
+var writeFileFacts = Facts{Name: "write_file", Changes: true, Approval: "write", Files: true}
+
+func WriteFile(d Deps) Tool {
 	tool := mcp.NewTool("write_file",
 		mcp.WithDescription("Create or replace a file with the given content, atomically. Missing parent directories are created."),
 		schemas(writeSchema, writeOutputSchema),
 		annotations("Write a file", false, true, true, false),
 	)
-	return server.ServerTool{Tool: tool, Handler: handler(d, "write_file", func(ctx context.Context, req mcp.CallToolRequest, a writeArgs) (*mcp.CallToolResult, error) {
+	return d.tool(writeFileFacts, tool, handler(d, writeFileFacts.Name, func(ctx context.Context, req mcp.CallToolRequest, a writeArgs) (*mcp.CallToolResult, error) {
 		if int64(len(a.Content)) > d.Bounds.WriteBytes {
 			return nil, fmt.Errorf("content is %d bytes, over the %d-byte cap", len(a.Content), d.Bounds.WriteBytes)
 		}
@@ -64,5 +66,5 @@ func WriteFile(d Deps) server.ServerTool {
 		}
 		return mcp.NewToolResultStructured(WriteResult{Path: display, Bytes: len(a.Content), Created: created},
 			fmt.Sprintf("%s %s (%d bytes)", verb, display, len(a.Content))), nil
-	})}
+	}))
 }

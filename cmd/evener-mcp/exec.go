@@ -12,7 +12,7 @@ import (
 	"github.com/evener-dev/evener-mcp/cmd/internal/cli"
 	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/confine"
-	"github.com/evener-dev/evener-mcp/egress"
+	"github.com/evener-dev/evener-mcp/session"
 )
 
 // runExec runs one command under the policy, streams its output and exits
@@ -44,29 +44,25 @@ func runExec(args []string) int {
 	if code != 0 {
 		return code
 	}
-	sess, err := confine.NewLauncher(pol, cfg.EnvPassthrough)
+	confine.Phase("resolved")
+	// A session of its own, for one command: no file layer, no audit, the
+	// egress outlet when the network is on (package session).
+	sess, err := session.Open(pol, true, session.Request{}, session.Options{
+		EnvPassthrough: cfg.EnvPassthrough,
+		AllowDomains:   cfg.AllowDomains,
+		OnRefusal: func(v session.Violation) {
+			fmt.Fprintf(os.Stderr, "evener-mcp: egress refused %s: %s\n", v.Target, v.Raw)
+		},
+	})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
+		fmt.Fprintf(os.Stderr, "evener-mcp: refusing to run: %v\n", err)
 		return cli.ExitRefused
 	}
 	defer sess.Close()
-	if pol.Mode() != confine.ModeOff && pol.Network() == confine.NetworkOn {
-		eg, err := egress.OpenOutlet(cfg.AllowDomains, os.Getenv(egress.HostsEnv), os.TempDir(), func(v egress.Violation) {
-			fmt.Fprintf(os.Stderr, "evener-mcp: egress refused %s: %s\n", v.Target, v.Raw)
-		})
-		if err == nil {
-			defer eg.Close()
-			err = sess.SetEgress(confine.EgressBridge(eg.Bridge()))
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "evener-mcp: refusing to run: --sandbox-net on: %v\n", err)
-			return cli.ExitRefused
-		}
-	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	res, err := sess.Run(ctx, confine.Command{
+	res, err := sess.Launcher.Run(ctx, confine.Command{
 		Args: cmdArgs, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Timeout: *timeout,
 		// The line is printed once the sandbox exists and before the
 		// command runs, so it is never a claim about a sandbox that failed.
@@ -79,6 +75,7 @@ func runExec(args []string) int {
 	for _, q := range res.Quarantined {
 		fmt.Fprintf(os.Stderr, "evener-mcp: git: %s\n", q)
 	}
+	confine.Phase("ran")
 	if res.TimedOut {
 		fmt.Fprintf(os.Stderr, "evener-mcp: timed out after %s; killed the process tree\n", *timeout)
 		return 124

@@ -22,7 +22,11 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	confine.Phase("main")
+	code := run(os.Args[1:])
+	confine.Phase("exit")
+	confine.FlushPhases()
+	os.Exit(code)
 }
 
 func run(args []string) int {
@@ -39,6 +43,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "evener-mcp: refusing to start:", err)
 		return cli.ExitRefused
 	}
+	confine.Phase("caps-dropped")
 	switch sub {
 	case "exec":
 		return runExec(args)

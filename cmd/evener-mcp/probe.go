@@ -12,7 +12,7 @@ import (
 	"github.com/evener-dev/evener-mcp/cmd/internal/cli"
 	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/confine"
-	"github.com/evener-dev/evener-mcp/egress"
+	"github.com/evener-dev/evener-mcp/session"
 )
 
 // runProbe prints the host report and the resolved policy; it exits 0 only
@@ -41,18 +41,12 @@ func runProbe(args []string) int {
 		return code
 	}
 	fmt.Fprintln(os.Stderr, pol.StartupLine())
-	sess, err := confine.NewLauncher(pol, cfg.EnvPassthrough)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
-		return cli.ExitRefused
-	}
-	defer sess.Close()
 	var plan confine.MountPlan
 	var argv []string
 	var eplan *confine.EgressPlan
 	var allowlist []string
 	if pol.Mode() != confine.ModeOff {
-		pr, patterns, ep, err := prepareProbe(sess, pol, cfg)
+		pr, patterns, ep, err := prepareProbe(pol, cfg)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "evener-mcp: %v\n", err)
 			return cli.ExitRefused
@@ -104,31 +98,23 @@ func runProbe(args []string) int {
 	return 0
 }
 
-// prepareProbe prepares a trivial command as a real one would be prepared.
-// With the network on, the session's egress runs only for the Prepare and is
-// closed before this returns; the result is redacted (confine.RedactEgress)
-// and comes with the egress plan and the allowlist in force.
-func prepareProbe(sess *confine.Launcher, pol *confine.Policy, cfg *config.Config) (*confine.Prepared, []string, *confine.EgressPlan, error) {
-	cmd := confine.Command{Args: []string{"true"}}
-	if pol.Network() != confine.NetworkOn {
-		pr, err := sess.Prepare(cmd)
-		return pr, nil, nil, err
-	}
-	eg, err := egress.OpenOutlet(cfg.AllowDomains, os.Getenv(egress.HostsEnv), os.TempDir(), nil)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--sandbox-net on: %w", err)
-	}
-	defer eg.Close()
-	b := confine.EgressBridge(eg.Bridge())
-	if err := sess.SetEgress(b); err != nil {
-		return nil, nil, nil, fmt.Errorf("--sandbox-net on: %w", err)
-	}
-	pr, err := sess.Prepare(cmd)
+// prepareProbe prepares a trivial command as a real one would be prepared,
+// in a session opened as exec opens one (with the network on, its egress
+// outlet runs), closed before this returns; the result is redacted
+// (confine.RedactEgress) and comes with the egress plan and the allowlist
+// in force.
+func prepareProbe(pol *confine.Policy, cfg *config.Config) (*confine.Prepared, []string, *confine.EgressPlan, error) {
+	s, err := session.Open(pol, true, session.Request{}, session.Options{EnvPassthrough: cfg.EnvPassthrough, AllowDomains: cfg.AllowDomains})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	red, ep := confine.RedactEgress(pr, b)
-	return red, eg.Allowlist.Patterns(), &ep, nil
+	defer s.Close()
+	pr, err := s.Launcher.Prepare(confine.Command{Args: []string{"true"}})
+	if err != nil || s.Outlet == nil {
+		return pr, nil, nil, err
+	}
+	red, ep := confine.RedactEgress(pr, confine.EgressBridge(s.Outlet.Bridge()))
+	return red, s.Outlet.Allowlist.Patterns(), &ep, nil
 }
 
 // printEgress prints the egress part of the plan, for people.

@@ -1,4 +1,4 @@
-package server
+package session
 
 import (
 	"encoding/json"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/evener-dev/evener-mcp/egress"
-	"github.com/evener-dev/evener-mcp/tools"
 )
 
 // Audit appends one JSON line per decision to audit.jsonl in the state
@@ -24,7 +23,8 @@ type Audit struct {
 	mode    confine.Mode
 }
 
-type auditRecord struct {
+// Record is one line of the audit log; Write fills Time, Session and Mode.
+type Record struct {
 	Time       string `json:"time"`
 	Session    string `json:"session"`
 	Tool       string `json:"tool"`
@@ -50,7 +50,8 @@ func OpenAudit(stateDir, session string, mode confine.Mode) (*Audit, error) {
 	return &Audit{f: f, session: session, mode: mode}, nil
 }
 
-func (a *Audit) write(r auditRecord) {
+// Write appends r (a nil Audit records nothing).
+func (a *Audit) Write(r Record) {
 	if a == nil {
 		return
 	}
@@ -68,35 +69,35 @@ func (a *Audit) write(r auditRecord) {
 
 // Denied records a file-tool refusal.
 func (a *Audit) Denied(tool string, d *confine.Denial) {
-	a.write(auditRecord{Tool: tool, Decision: "denied", Rule: d.Rule, Path: d.Base})
+	a.Write(Record{Tool: tool, Decision: "denied", Rule: d.Rule, Path: d.Base})
 }
 
-// Shell records a shell call.
-func (a *Audit) Shell(command string, res confine.Result, v []tools.Violation) {
+// Shell records a shell call and how many violations it met.
+func (a *Audit) Shell(command string, res confine.Result, violations int) {
 	code := res.ExitCode
-	a.write(auditRecord{Tool: "shell", Decision: "ran", Command: truncate(command, 200), ExitCode: &code, TimedOut: res.TimedOut, Violations: len(v)})
+	a.Write(Record{Tool: "shell", Decision: "ran", Command: Truncate(command, 200), ExitCode: &code, TimedOut: res.TimedOut, Violations: violations})
 }
 
 // Network records an egress refusal (the target is host:port as asked).
 func (a *Audit) Network(v egress.Violation) {
-	a.write(auditRecord{Tool: "egress", Decision: "denied", Rule: v.Action, Path: truncate(v.Target, 300), Command: truncate(v.Raw, 200)})
+	a.Write(Record{Tool: "egress", Decision: "denied", Rule: v.Action, Path: Truncate(v.Target, 300), Command: Truncate(v.Raw, 200)})
 }
 
 // Escalation records a human's answer to an approval request for a
 // file-tool call outside the roots: "approved", "declined" or why none was
 // asked. Path is redacted to its base name like every other record.
 func (a *Audit) Escalation(tool, path, decision string) {
-	r := auditRecord{Tool: tool, Decision: "escalation-" + decision, Rule: confine.RuleOutside}
+	r := Record{Tool: tool, Decision: "escalation-" + decision, Rule: confine.RuleOutside}
 	if path != "" {
 		r.Path = filepath.Base(path)
 	}
-	a.write(r)
+	a.Write(r)
 }
 
 // Lifecycle records a session starting or ending (event "session-start",
 // "session-end") with a short detail (the transport, the tool scope).
 func (a *Audit) Lifecycle(event, detail string) {
-	a.write(auditRecord{Tool: "session", Decision: event, Command: truncate(detail, 200)})
+	a.Write(Record{Tool: "session", Decision: event, Command: Truncate(detail, 200)})
 }
 
 // Close closes the log.
@@ -107,7 +108,8 @@ func (a *Audit) Close() error {
 	return a.f.Close()
 }
 
-func truncate(s string, n int) string {
+// Truncate keeps the first n bytes of s, marking a cut.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -1,0 +1,159 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/tools"
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+)
+
+// call is the registered handler of one tool: every call of every tool,
+// over either transport, runs through this one function, top to bottom.
+func (h *Hub) call(f tools.Facts) mcpserver.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		// 1. The caller's session, marked busy (it never idles out while
+		// a call runs).
+		s := h.lookup(ctx)
+		if s == nil {
+			return mcp.NewToolResultError(errSessionless.Error()), nil
+		}
+		defer s.begin()()
+		// 2. Its roots, once, before its first call.
+		s.prepOnce.Do(func() { s.prepErr = h.applyRoots(ctx, s) })
+		if s.prepErr != nil {
+			return mcp.NewToolResultError(s.prepErr.Error()), nil
+		}
+		t, ok := s.tool(f.Name)
+		if !ok {
+			return mcp.NewToolResultError(fmt.Sprintf("tool %s is not available in this session", f.Name)), nil
+		}
+		// 3. The bound on the session's processes: a call that starts any
+		// (the tool's own, or its hooks') takes a slot, or is refused at
+		// once.
+		if f.Processes || s.hooks.active(f.Name) {
+			release, err := s.ProcessCall()
+			if err != nil {
+				return mcp.NewToolResultError(err.Error()), nil
+			}
+			defer release()
+		}
+		started := time.Now()
+		// 4. PreToolUse hooks: a block refuses the call before it runs.
+		hc, blocked := s.hooks.before(ctx, f.Name, req.GetRawArguments())
+		if blocked != nil {
+			s.logCall(ctx, f.Name, time.Since(started), blocked, nil)
+			return blocked, nil
+		}
+		// 5. The tool.
+		res, err := t.Handler(ctx, req)
+		if err != nil {
+			s.logCall(ctx, f.Name, time.Since(started), nil, err)
+			return nil, err
+		}
+		// 6. Approval: an outside-roots denial may ask the human, and
+		// re-runs the one tool with one directory granted.
+		res = h.approve(ctx, s, f, req, res)
+		// 7. PostToolUse hooks: they see the final result, and may
+		// withhold it.
+		res = s.hooks.after(ctx, hc, res)
+		s.logCall(ctx, f.Name, time.Since(started), res, nil)
+		return res, nil
+	}
+}
+
+// approve asks the human, through elicitation, to allow one call of a tool
+// whose facts permit it (Approval: "read" or "write"), refused for lying
+// outside the roots, and re-runs that tool with that one directory granted
+// when they accept. The model sees either the ordinary denial or the
+// ordinary result: it cannot trigger an approval by any argument, answer
+// it, or learn that one happened (README, "Approval (escalation)").
+func (h *Hub) approve(ctx context.Context, s *Session, f tools.Facts, req mcp.CallToolRequest, res *mcp.CallToolResult) *mcp.CallToolResult {
+	name, op := f.Name, f.Approval
+	if res == nil || !res.IsError || op == "" || s.Files == nil {
+		return res
+	}
+	// Only the outside-roots rule may be approved: a symlink, masked,
+	// git-protected or invalid path is final and never asks.
+	den, ok := tools.DenialOf(res)
+	if !ok || den.Rule != confine.RuleOutside {
+		return res
+	}
+	if clientCaps(ctx).Elicitation == nil {
+		return res
+	}
+	// Approval fatigue: one question at a time per session, and none for a
+	// while after the human said no (the model could otherwise ask until
+	// a tired human clicks yes).
+	if !s.asking.TryLock() {
+		s.Audit.Escalation(name, "", "not-asked-another-pending")
+		return res
+	}
+	defer s.asking.Unlock()
+	if until := s.quietUntil.Load(); until != 0 && time.Now().UnixNano() < until {
+		s.Audit.Escalation(name, "", "not-asked-after-decline")
+		return res
+	}
+	path, _ := req.GetArguments()["path"].(string)
+	abs, display, err := s.Files.Resolve(path)
+	if err != nil {
+		return res
+	}
+	if confine.Within(abs, s.Policy.Workdir()) {
+		// The path names a place inside the worktree, so the walk left the
+		// roots through a symlink: final, never a question (README,
+		// "Approval (escalation)").
+		s.Audit.Escalation(name, abs, "not-asked-symlink")
+		return res
+	}
+	grant, err := s.Files.Grant(filepath.Dir(abs))
+	if err != nil {
+		s.Audit.Escalation(name, abs, "not-grantable")
+		return res
+	}
+	defer grant.Close()
+	actx, cancel := context.WithTimeout(ctx, approvalTimeout)
+	defer cancel()
+	answer, err := h.srv.RequestElicitation(actx, mcp.ElicitationRequest{
+		Request: mcp.Request{Method: string(mcp.MethodElicitationCreate)},
+		Params: mcp.ElicitationParams{
+			// The path is the model's text: quoted, so a name holding a
+			// newline or a sentence cannot pose as the server's words.
+			Message: fmt.Sprintf("The agent's %s wants to %s %q, which is outside this session's %s sandbox roots. Allow this one %s? (Only this call; masked paths stay refused.)",
+				name, op, display, s.Policy.Mode(), op),
+			RequestedSchema: map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"approve": map[string]any{"type": "boolean", "title": "Allow this one " + op, "default": false},
+				},
+				"required": []string{"approve"},
+			},
+		},
+	})
+	if err != nil {
+		s.Audit.Escalation(name, abs, "unanswered")
+		return res
+	}
+	approved := false
+	if answer.Action == mcp.ElicitationResponseActionAccept {
+		if c, ok := answer.Content.(map[string]any); ok {
+			approved, _ = c["approve"].(bool)
+		}
+	}
+	if !approved {
+		s.Audit.Escalation(name, abs, "declined")
+		s.quietUntil.Store(time.Now().Add(quietAfterDecline).UnixNano())
+		return res
+	}
+	s.Audit.Escalation(name, abs, "approved")
+	if t, ok := tools.Build(name, s.deps(grant)); ok {
+		if again, err := t.Handler(ctx, req); err == nil && again != nil {
+			return again
+		}
+	}
+	return res
+}
