@@ -451,4 +451,3 @@ func narrowedRoot(wd string, roots []mcp.Root) (string, error) {
 	}
 	return common, nil
 }
-
