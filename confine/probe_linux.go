@@ -20,6 +20,8 @@ import (
 // Probe measures what this host can enforce. env is the server's
 // environment (for PATH and the bwrap override).
 func Probe(depth ProbeDepth, env []string) HostReport {
+	Phase("probe")
+	defer Phase("probe-done")
 	h := HostReport{OS: runtime.GOOS, Arch: runtime.GOARCH, RunAsRoot: os.Geteuid() == 0}
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
