@@ -66,7 +66,7 @@ func (g *guardedReader) readLine() ([]byte, bool, error) {
 	var line []byte
 	tooBig := false
 	g.id = nil
-	var scan idScan
+	scan := idScan{key: "id"}
 	for {
 		chunk, err := g.in.ReadSlice('\n')
 		switch {
@@ -90,16 +90,18 @@ func (g *guardedReader) readLine() ([]byte, bool, error) {
 	}
 }
 
-// idScan finds the top-level "id" member of a JSON-RPC message as its
-// bytes stream past, keeping nothing else. A value that is not a number,
-// a string of at most 200 bytes or null is ignored.
+// idScan finds one top-level member (key: "id", "method") of a JSON-RPC
+// message as its bytes stream past, keeping nothing else, and stops
+// reading once it has it. A value that is not a number, a string of at
+// most 200 bytes or null is ignored.
 type idScan struct {
+	key       string
 	depth     int
 	inStr     bool
 	esc       bool
 	expectKey bool   // the next string at depth 1 is a member name
 	inKey     bool   // reading a member name at depth 1
-	key       []byte // that name, up to 8 bytes
+	name      []byte // that name, up to 8 bytes
 	keyLong   bool
 	capturing bool // reading the value of the top-level "id"
 	val       []byte
@@ -108,8 +110,19 @@ type idScan struct {
 
 func (s *idScan) feed(p []byte) {
 	for _, b := range p {
+		if s.id != nil {
+			return
+		}
 		s.step(b)
 	}
+}
+
+// topLevel returns the raw value of the top-level member key of msg, nil
+// when absent; it reads msg only up to that member.
+func topLevel(msg []byte, key string) []byte {
+	s := idScan{key: key}
+	s.feed(msg)
+	return s.id
 }
 
 func (s *idScan) step(b byte) {
@@ -131,8 +144,8 @@ func (s *idScan) step(b byte) {
 		if s.inKey {
 			if !s.inStr {
 				s.inKey = false
-			} else if len(s.key) < 8 {
-				s.key = append(s.key, b)
+			} else if len(s.name) < 8 {
+				s.name = append(s.name, b)
 			} else {
 				s.keyLong = true
 			}
@@ -143,7 +156,7 @@ func (s *idScan) step(b byte) {
 	case '"':
 		s.inStr = true
 		if s.depth == 1 && s.expectKey {
-			s.inKey, s.expectKey, s.key, s.keyLong = true, false, s.key[:0], false
+			s.inKey, s.expectKey, s.name, s.keyLong = true, false, s.name[:0], false
 		} else if s.capturing {
 			s.keep(b)
 		}
@@ -157,10 +170,10 @@ func (s *idScan) step(b byte) {
 		}
 		s.depth--
 	case ':':
-		if s.depth == 1 && string(s.key) == "id" && !s.keyLong {
+		if s.depth == 1 && string(s.name) == s.key && !s.keyLong {
 			s.capturing, s.val = true, s.val[:0]
 		}
-		s.key = s.key[:0]
+		s.name = s.name[:0]
 	case ',':
 		if s.depth == 1 {
 			s.finish()

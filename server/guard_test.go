@@ -125,7 +125,7 @@ func TestIDScan(t *testing.T) {
 		{`{"id":tru}`, ``},
 		{`[{"id":1}]`, ``},
 	} {
-		var s idScan
+		s := idScan{key: "id"}
 		s.feed([]byte(c.in))
 		if string(s.id) != c.want {
 			t.Errorf("%s: id %q, want %q", c.in, s.id, c.want)
@@ -140,7 +140,7 @@ func FuzzIDScan(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var s idScan
+		s := idScan{key: "id"}
 		s.feed(b)
 		if s.id == nil || checkJSON(b) != nil {
 			return

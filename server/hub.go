@@ -159,12 +159,23 @@ func (h *Hub) onRequest(ctx context.Context, _ any, message any) error {
 	default:
 		return nil
 	}
+	// The method alone, read without decoding (or copying) the rest: a
+	// tools/call may carry a 10 MiB write. Only the small requests whose
+	// params matter here are decoded whole; a method the scan cannot read
+	// (an escaped key) falls back to a full decode.
 	var req struct {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
 	}
-	if err := json.Unmarshal(raw, &req); err != nil {
-		return nil // mcp-go answers the parse error itself
+	if m := topLevel(raw, "method"); m == nil || json.Unmarshal(m, &req.Method) != nil {
+		if err := json.Unmarshal(raw, &req); err != nil {
+			return nil // mcp-go answers the parse error itself
+		}
+	}
+	if req.Method == string(mcp.MethodInitialize) || req.Method == string(mcp.MethodSetLogLevel) {
+		if err := json.Unmarshal(raw, &req); err != nil {
+			return nil
+		}
 	}
 	switch {
 	case req.Method == string(mcp.MethodInitialize):

@@ -16,11 +16,8 @@
 package tools
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/evener-dev/evener-mcp/confine"
@@ -197,33 +194,6 @@ func schemas(in, out string) mcp.ToolOption {
 		t.OutputSchema = mcp.ToolOutputSchema{}
 		t.RawOutputSchema = []byte(out)
 	}
-}
-
-// decodeArgs decodes the call's arguments into v, refusing unknown keys and
-// wrong types (the server also validates against the schema; this is the
-// second wall, and the one that tells the handler).
-func decodeArgs(req mcp.CallToolRequest, v any) error {
-	raw, err := json.Marshal(req.GetRawArguments())
-	if err != nil {
-		return fmt.Errorf("arguments: %w", err)
-	}
-	if string(raw) == "null" {
-		raw = []byte("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("invalid arguments: %s", cleanJSONError(err))
-	}
-	return nil
-}
-
-func cleanJSONError(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return fmt.Sprintf("%q must be %s, not %s", te.Field, te.Type, te.Value)
-	}
-	return err.Error()
 }
 
 // DenialMetaKey is where a refusal's typed Denial travels: the result's
