@@ -33,10 +33,10 @@ func cacheDefaults(env []string, home string) map[string]string {
 }
 
 // overlayCacheRoots are the host cache roots workspace-write serves as
-// read-real, write-private overlays (spec 000 "Cache isolation"): each must
-// exist as a real directory, pass the shared-tree guard, and neither hold
-// nor lie inside a persistent write root or the scratch, since the
-// discarded upper layer would swallow writes meant to persist.
+// read-real, write-private overlays (README, "What is enforced", "Caches"):
+// each must exist as a real directory, pass the shared-tree guard, and
+// neither hold nor lie inside a persistent write root or the scratch, since
+// the discarded upper layer would swallow writes meant to persist.
 func overlayCacheRoots(p *Policy, scratch string) []string {
 	home := p.Home()
 	cands := []string{filepath.Join(home, ".cache")}

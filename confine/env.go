@@ -8,8 +8,8 @@ import (
 )
 
 // safeEnvNames are the variables passed to spawned processes: a known-safe
-// set, not a blacklist (THREATS.md "Secrets": scrubbing by name misses
-// github_token, DATABASE_URL=postgres://u:p@h, SENTRY_DSN and the rest).
+// set, not a blacklist (scrubbing by name misses github_token,
+// DATABASE_URL=postgres://u:p@h, SENTRY_DSN and the rest).
 var safeEnvNames = []string{
 	"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "COLORTERM",
 	"TZ", "EDITOR", "VISUAL", "PAGER", "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "COLUMNS", "LINES",
@@ -29,8 +29,9 @@ var safeEnvNames = []string{
 // when a trusted layer asked for them to pass through.
 var secretName = regexp.MustCompile(`(?i)(KEY|SECRET|TOKEN|PASSW|PASSPHRASE|CREDENTIAL|(^|_)AUTH(_|$)|DSN|JWT|SESSION|COOKIE)`)
 
-// droppedFamilies are spec 000's environment floor, dropped even if a trusted
-// layer lists them.
+// droppedFamilies are dropped from every sandbox's environment even if a
+// trusted layer lists them (README, "What is enforced", "Environment
+// floor").
 var droppedFamilies = []string{"SSH_AUTH_SOCK", "GNUPGHOME", "DOCKER_HOST", "AWS_", "GOOGLE_", "GCLOUD_", "VAULT_", "AZURE_"}
 
 // userinfoURL matches a URL carrying credentials (scheme://user:pass@host).

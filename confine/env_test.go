@@ -39,7 +39,8 @@ var envSecretNames = []string{
 	"SENTRY_DSN", "CI_JOB_JWT", "OPENAI_API_KEY", "GOPROXY",
 }
 
-// envFloorNames are spec 000's environment floor: dropped in every sandbox.
+// envFloorNames are dropped in every sandbox (README, "What is enforced",
+// "Environment floor").
 var envFloorNames = []string{
 	"AWS_PROFILE", "SSH_AUTH_SOCK", "GNUPGHOME", "DOCKER_HOST", "GOOGLE_APPLICATION_CREDENTIALS", "VAULT_ADDR",
 }

@@ -94,7 +94,7 @@ type FileAccessOptions struct {
 	// directory before reporting truncation (default 1<<20).
 	MaxDirNames int
 	// HideBeside is the server-private directory that holds every
-	// session's scratch (see NewSessionUnder): everything in it but this
+	// session's scratch (see NewLauncherUnder): everything in it but this
 	// access's own scratch is refused like a masked path.
 	HideBeside string
 }

@@ -17,14 +17,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// This file is the race-safe file layer every file tool uses (DESIGN.md
-// invariant 3). Nothing here resolves a model-supplied path in user space:
-// a path is cleaned lexically once, checked lexically, and then handed to
-// the kernel relative to a directory handle held since construction, with
-// openat2's RESOLVE_* flags saying what the walk may do. Whatever the
-// kernel opened is then judged by what it is (fstat) and where it really is
-// (the descriptor's own path in /proc/self/fd), so a path swapped between a
-// check and its use cannot lead anywhere the check would have refused.
+// This file is the core of the race-safe file layer every file tool uses
+// (the package comment, "The file layer"). Nothing here resolves a
+// model-supplied path in user space: a path is cleaned lexically once,
+// checked lexically, and then handed to the kernel relative to a directory
+// handle held since construction, with openat2's RESOLVE_* flags saying what
+// the walk may do. Whatever the kernel opened is then judged by what it is
+// (fstat) and where it really is (the descriptor's own path in
+// /proc/self/fd), so a path swapped between a check and its use cannot lead
+// anywhere the check would have refused.
 
 // heldRoot is a directory the FileAccess holds open for its whole life.
 type heldRoot struct {

@@ -8,10 +8,10 @@ import (
 	"slices"
 )
 
-// Session infrastructure (spec 000 "Hooks and MCP under a sandbox"): the
-// commands a trusted configuration layer names (hooks) run under the
-// session's sandbox, and the directory holding each one joins the spawned
-// layer's read/exec surface in every sandboxed mode, restricted included.
+// Hook grants (README, "Hooks", "Where it runs"): the commands a trusted
+// configuration layer names (hooks) run under the session's sandbox, and the
+// directory holding each one joins the spawned layer's read/exec surface in
+// every sandboxed mode, restricted included.
 //
 // The grant is derived from the configuration, never a glob; it adds read
 // and exec, never write (a directory already under a write root stays as

@@ -10,8 +10,8 @@ import (
 )
 
 // TestInfraGuard is the shared-tree guard and the denylist applied to a
-// hook's directory (spec 000 "Never a shared, multi-tenant tree", "The
-// denylist still wins").
+// hook's directory: never a shared, multi-tenant tree, and the denylist
+// still wins (README, "Hooks", "Where it runs").
 func TestInfraGuard(t *testing.T) {
 	f := newFixture(t)
 	p := f.resolve(t, ModeWorkspaceWrite, NetworkOff, usableHost)

@@ -15,7 +15,9 @@ import (
 // credential denylist and readable by a server started as root.
 var SystemSecrets = []string{"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key", "/root/.ssh"}
 
-// gitSurfaces are the per-git-dir config and hook surfaces of spec 000.
+// gitSurfaces are the entries of every git dir that make git run code or
+// point it at another repository, pinned read-only (README, "What is
+// enforced", "Git").
 var gitSurfaces = []string{"config", "config.worktree", "hooks", "commondir", "gitdir"}
 
 // ErrUnsafeLayout is returned by Inspect when the filesystem holds something
@@ -161,11 +163,11 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 // inspectHookDirs returns the hook directories to bind read-only at this
 // spawn. One already visible through a root the plan binds anyway (the
 // worktree, an extra root outside restricted mode, the scratch) is left to
-// that root: binding it again would take away a write permission the
-// spawn already has (spec 000: the grant adds no write, and removes none),
-// and the sandbox could have swapped a directory it can write for a link.
-// The rest are re-checked: still a directory, still its own canonical
-// path; one that is not is dropped, and its hook fails to start.
+// that root: binding it again would take away a write permission the spawn
+// already has (a hook grant adds no write, and removes none), and the
+// sandbox could have swapped a directory it can write for a link. The rest
+// are re-checked: still a directory, still its own canonical path; one that
+// is not is dropped, and its hook fails to start.
 func inspectHookDirs(p *Policy, scratch string) []string {
 	covered := append([]string{p.Workdir(), scratch}, p.WriteRoots()...)
 	if p.Mode() != ModeRestricted {

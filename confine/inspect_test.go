@@ -714,10 +714,9 @@ func TestInspectProcMasks(t *testing.T) {
 
 func TestInspectOverlayCacheRoots(t *testing.T) {
 	// The policy announces "cache shared-read/private-write" on an overlay
-	// host; Layout.CacheRoots is what makes Plan serve it. Spec 000: a root
-	// at, above or inside the worktree, holding or inside another write root
-	// or the scratch, at or above HOME or a temp root, or not a directory,
-	// is never overlaid.
+	// host; Layout.CacheRoots is what makes Plan serve it. A root at, above or
+	// inside the worktree, holding or inside another write root or the scratch,
+	// at or above HOME or a temp root, or not a directory, is never overlaid.
 	tests := []struct {
 		Name      string
 		Setup     func(t *testing.T, f fixture, s *Spec) // may edit the spec

@@ -228,9 +228,9 @@ func Plan(p *Policy, l Layout) MountPlan {
 		add(Mount{Kind: MountROBind, Src: e.HTTPSocket, Dst: relayHTTPSock, Why: "egress: the session's HTTP proxy"})
 		add(Mount{Kind: MountROBind, Src: e.SOCKSSocket, Dst: relaySOCKSSock, Why: "egress: the session's SOCKS5 proxy"})
 	}
-	// Session infrastructure: after the private /tmp (a hook may live
-	// below a temp root), before every write root (which stay writable)
-	// and before the masks (which stay masked inside it).
+	// Hook directories: after the private /tmp (a hook may live below a temp
+	// root), before every write root (which stay writable) and before the masks
+	// (which stay masked inside it).
 	for _, d := range l.HookDirs {
 		add(Mount{Kind: MountROBind, Src: d, Dst: d, Why: "hook command directory: read/exec, never write"})
 	}

@@ -8,11 +8,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Host Unix sockets (THREATS.md, "Host services on pathname Unix
-// sockets"). A read-only bind of "/" does not stop connect(2), and an
-// unshared network namespace does not cover pathname sockets, so every
-// socket a host process has bound where the sandbox could reach it is
-// masked, not only the daemon sockets of DaemonSockets:
+// Host Unix sockets (README, "What is enforced", "Denylist"): host services
+// listen on pathname Unix sockets. A read-only bind of "/" does not stop
+// connect(2), and an unshared network namespace does not cover pathname
+// sockets, so every socket a host process has bound where the sandbox could
+// reach it is masked, not only the daemon sockets of DaemonSockets:
 //
 //   - the pathname sockets the server's network namespace lists in
 //     /proc/net/unix, read at every spawn. Sockets bound by sandboxed

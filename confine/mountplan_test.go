@@ -165,7 +165,7 @@ func planCases(t *testing.T) []planCase {
 			layout: restricted},
 		{name: "restricted-net-off", mode: ModeRestricted, network: NetworkOff, host: usableHost,
 			layout: restricted},
-		// Hook directories (spec 000 "Hooks and MCP under a sandbox"): one
+		// Hook directories (README, "Hooks", "Where it runs"): one
 		// holding a masked subtree, one below the private /tmp, one holding
 		// a daemon socket.
 		{name: "workspace-write-hooks", mode: ModeWorkspaceWrite, network: NetworkOff, host: usableHost, addDir: true,
@@ -310,8 +310,8 @@ func TestPlanRestrictedNoRootBind(t *testing.T) {
 			if mp[0].Kind != MountTmpfs || mp[0].Dst != "/" {
 				t.Errorf("restricted plan starts with %+v, want an empty tmpfs root", mp[0])
 			}
-			// Spec 000: restricted reads the system roots, never /proc of the host
-			// nor HOME as a whole.
+			// Restricted reads the system roots, never /proc of the host nor HOME as
+			// a whole.
 			for _, m := range mp {
 				if m.Dst == c.f.home || m.Src == c.f.home {
 					t.Errorf("restricted plan mounts HOME: %+v", m)

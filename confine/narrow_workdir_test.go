@@ -33,25 +33,25 @@ func TestNarrowWorkdir(t *testing.T) {
 	}
 	defer s.Close()
 	if err := s.Narrow(q); err != nil {
-		t.Fatalf("Session.Narrow(sub): %v", err)
+		t.Fatalf("Launcher.Narrow(sub): %v", err)
 	}
 	if s.Policy().Workdir() != sub {
 		t.Errorf("launcher workdir = %s", s.Policy().Workdir())
 	}
 	// Back to the wider worktree: refused.
 	if err := s.Narrow(p); err == nil {
-		t.Error("Session.Narrow back to the wider worktree succeeded")
+		t.Error("Launcher.Narrow back to the wider worktree succeeded")
 	}
 	ro, _ := p.Narrow(ModeReadOnly, NetworkOff, nil)
 	if err := s.Narrow(ro); err == nil {
-		t.Error("Session.Narrow to a policy with the wider worktree succeeded")
+		t.Error("Launcher.Narrow to a policy with the wider worktree succeeded")
 	}
 	roSub, _ := q.Narrow(ModeReadOnly, NetworkOff, nil)
 	if err := s.Narrow(roSub); err != nil {
-		t.Errorf("Session.Narrow(read-only sub): %v", err)
+		t.Errorf("Launcher.Narrow(read-only sub): %v", err)
 	}
 	if err := s.Narrow(q); err == nil {
-		t.Error("Session.Narrow from read-only back to workspace-write succeeded")
+		t.Error("Launcher.Narrow from read-only back to workspace-write succeeded")
 	}
 	_ = os.Remove(s.Scratch())
 }

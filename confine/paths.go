@@ -11,14 +11,14 @@ import (
 	"sync"
 )
 
-// DefaultDenylist is spec 000's credential denylist resolved against home,
-// widened by the files THREATS.md names as equally sensitive. Every entry is
-// masked in both layers, under its literal and its resolved spelling.
+// DefaultDenylist is the credential denylist (README, "What is enforced",
+// "Denylist") resolved against home. Every entry is masked in both layers,
+// under its literal and its resolved spelling.
 func DefaultDenylist(home, xdgConfig string) []string {
 	rel := []string{
 		".ssh", ".aws", ".config/gcloud", ".netrc", ".config/evener", ".config/evener-mcp",
 		".gnupg", ".docker/config.json", ".kube", ".git-credentials",
-		// Beyond the spec's floor (THREATS.md "Secrets").
+		// The equally sensitive ones beyond that first floor.
 		".npmrc", ".pypirc", ".config/gh", ".cargo/credentials.toml", ".cargo/credentials",
 		".pgpass", ".vault-token", ".azure", ".config/hub", ".terraform.d/credentials.tfrc.json",
 		".bash_history", ".zsh_history", ".local/share/fish/fish_history", ".python_history",
@@ -104,9 +104,9 @@ func OtherUsersDenylist(home string) []string {
 }
 
 // PseudoDenylist is the non-removable floor of pseudo-filesystems and daemon
-// control sockets (spec 000). For spawned processes /proc is a fresh procfs
-// of the sandbox's own PID namespace and /dev a minimal devtmpfs, so the host
-// ones are never visible; the sockets are masked where they exist.
+// control sockets. For spawned processes /proc is a fresh procfs of the
+// sandbox's own PID namespace and /dev a minimal devtmpfs, so the host ones
+// are never visible; the sockets are masked where they exist.
 var PseudoDenylist = []string{
 	"/proc", "/sys", "/dev/fd", "/dev/mem", "/run/user",
 	"/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock",
@@ -140,11 +140,13 @@ var ProcMasks = []string{
 	"/proc/kcore", "/proc/sysrq-trigger",
 }
 
-// SystemReadRoots are restricted mode's read-only system roots (spec 000).
+// SystemReadRoots are restricted mode's read-only system roots (README,
+// "What is enforced", the table of modes).
 var SystemReadRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc", "/opt", "/nix/store"}
 
 // GlobalGitConfigFiles returns the two files git-config(1) names under FILES,
-// admitted only if each exists and is not a directory (file-exact, spec 000).
+// admitted only if each exists and is not a directory (file-exact: the
+// file is granted, never its directory).
 func GlobalGitConfigFiles(home, xdgConfig string) []string {
 	xdg := xdgConfig
 	if xdg == "" {
@@ -171,9 +173,10 @@ var ErrSharedTree = errors.New("refused: a shared, multi-tenant tree")
 
 // SharedTreeGuard refuses a candidate grant root that is at or above home,
 // the worktree (when given) or a temp root, or fewer than two components
-// deep, or the same directory as an entry directly under "/" (spec 000
-// "Never a shared, multi-tenant tree"). candidate must be absolute; it is
-// judged both as spelled and symlink-resolved.
+// deep, or the same directory as an entry directly under "/": a grant is
+// never a shared, multi-tenant tree (README, "Hooks", "Where it runs").
+// candidate must be absolute; it is judged both as spelled and
+// symlink-resolved.
 func SharedTreeGuard(candidate, home, worktree string, temps []string) error {
 	if !filepath.IsAbs(candidate) {
 		return fmt.Errorf("%w: %s is not absolute", ErrSharedTree, candidate)
@@ -183,7 +186,7 @@ func SharedTreeGuard(candidate, home, worktree string, temps []string) error {
 		spellings = append(spellings, r)
 	}
 	// macOS: /System/Volumes/Data/Users/me is /Users/me through a firmlink
-	// (spec 000: stripped before this check).
+	// (stripped before this check, so the alias cannot pass the guard).
 	for _, c := range spellings {
 		if Within(c, dataVolume) && c != dataVolume {
 			spellings = append(spellings, strings.TrimPrefix(c, dataVolume))

@@ -181,9 +181,10 @@ func TestWithin(t *testing.T) {
 
 func TestDenylistDefaults(t *testing.T) {
 	const home = "/home/u"
-	// Spec 000 "The denylist", then THREATS.md "Secrets".
-	spec000 := []string{".ssh", ".aws", ".config/gcloud", ".netrc", ".config/evener", ".gnupg", ".docker/config.json", ".kube", ".git-credentials"}
-	threats := []string{".npmrc", ".pypirc", ".config/gh", ".cargo/credentials.toml", ".pgpass", ".vault-token",
+	// README, "What is enforced", "Denylist": the first floor, then the
+	// equally sensitive ones.
+	floor := []string{".ssh", ".aws", ".config/gcloud", ".netrc", ".config/evener", ".gnupg", ".docker/config.json", ".kube", ".git-credentials"}
+	sensitive := []string{".npmrc", ".pypirc", ".config/gh", ".cargo/credentials.toml", ".pgpass", ".vault-token",
 		".bash_history", ".zsh_history", ".local/share/fish/fish_history",
 		// Issue 13 item 10: agent hosts' own credentials, cloud, VM and
 		// build-tool credentials.
@@ -207,7 +208,7 @@ func TestDenylistDefaults(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.Name, func(t *testing.T) {
 			got := DefaultDenylist(home, tt.XDG)
-			for _, r := range append(slices.Clone(spec000), threats...) {
+			for _, r := range append(slices.Clone(floor), sensitive...) {
 				if want := filepath.Join(home, r); !slices.Contains(got, want) {
 					t.Errorf("DefaultDenylist lacks %s", want)
 				}

@@ -9,7 +9,8 @@ import (
 	"strings"
 )
 
-// Mode is one of the four confinement modes of spec 000.
+// Mode is one of the four confinement modes (README, "What is enforced",
+// the table of modes).
 type Mode string
 
 const (
@@ -22,7 +23,7 @@ const (
 // Modes lists every mode in the order the documentation uses.
 var Modes = []Mode{ModeOff, ModeReadOnly, ModeWorkspaceWrite, ModeRestricted}
 
-// ParseMode accepts exactly the four spellings of spec 000.
+// ParseMode accepts exactly the four spellings of Modes.
 func ParseMode(s string) (Mode, error) {
 	m := Mode(s)
 	if slices.Contains(Modes, m) {
@@ -156,8 +157,9 @@ type Policy struct {
 	env      []string
 	scratchR string
 	degraded string // why an unset default fell back to off, if it did
-	// writesBlocked is spec 000's write block for a delegate of a
-	// restricted session: restricted's read scope, no persistent write.
+	// writesBlocked is the delegate floor's write block under a
+	// restricted server (BlockWrites): restricted's read scope, no
+	// persistent write.
 	writesBlocked bool
 	gitConf       []string
 	hookGrants    []HookGrant // hook commands and their read/exec grants
@@ -359,8 +361,9 @@ func (p *Policy) Env() []string             { return slices.Clone(p.env) }
 // Degraded is the reason an unset default fell back to off, or "".
 func (p *Policy) Degraded() string { return p.degraded }
 
-// StartupLine is spec 000's one-line report, read from the policy so it
-// never says more than is enforced.
+// StartupLine is the one-line startup report (README, "What is enforced":
+// "The startup line"), read from the policy so it never says more than is
+// enforced.
 func (p *Policy) StartupLine() string {
 	if p.mode == ModeOff {
 		if p.degraded != "" {
@@ -415,7 +418,8 @@ func tempRoots(env []string) []string {
 // FileToolsReadOnly returns a copy of p carrying the read-only rules, for
 // the in-process file layer alone: where no backend can confine a
 // delegate's shell, its file tools still keep the read-only write boundary
-// (spec 000, the implicit delegate floor). It must never reach a launcher.
+// (the delegate floor: README, "Many agents, one server", "Narrower
+// sessions"). It must never reach a launcher.
 func (p *Policy) FileToolsReadOnly() *Policy {
 	q := *p
 	q.mode = ModeReadOnly
@@ -457,9 +461,10 @@ func (p *Policy) NarrowWorkdir(dir string) (*Policy, error) {
 
 // BlockWrites returns a copy of a restricted policy that keeps its read
 // scope but writes nothing persistent: no write root, git metadata not
-// writable, only the scratch (spec 000's delegate floor under a restricted
-// parent: "keeps that narrower read scope and applies the same write block
-// without widening reads"). Other modes reach the floor through
+// writable, only the scratch: the delegate floor under a restricted
+// server, which keeps restricted's narrower read scope and applies the
+// read-only write block without widening reads (README, "Many agents, one
+// server", "Narrower sessions"). Other modes reach the floor through
 // Narrow(ModeReadOnly).
 func (p *Policy) BlockWrites() (*Policy, error) {
 	if p.mode != ModeRestricted {

@@ -33,8 +33,8 @@ const (
 	ProbeStatic
 )
 
-// HostReport is what the host can enforce, measured once at start (spec 002
-// "探测结果": the probe is the gate that decides enforcement).
+// HostReport is what the host can enforce, measured once at start: the
+// probe is the gate that decides enforcement (Resolve reads it).
 type HostReport struct {
 	OS   string `json:"os"`
 	Arch string `json:"arch"`
@@ -118,7 +118,8 @@ func hint(h string) string {
 	return " (install it: " + h + ")"
 }
 
-// Backend names a sandbox backend as spec 002 spells them.
+// Backend names a sandbox backend as --sandbox-backend spells them (README,
+// "Command line").
 type Backend string
 
 const (
@@ -127,8 +128,8 @@ const (
 	BackendMicrovm Backend = "microvm"
 )
 
-// ParseBackend accepts spec 002's names; "docker" is stored history and maps
-// to native, as spec 002 says.
+// ParseBackend accepts the --sandbox-backend names; "docker", an older
+// spelling, maps to native.
 func ParseBackend(s string) (Backend, error) {
 	switch strings.ToLower(s) {
 	case "", "native", "docker":
@@ -142,8 +143,8 @@ func ParseBackend(s string) (Backend, error) {
 }
 
 // CheckBackend refuses an explicit request for a backend this host lacks.
-// microvm never degrades silently (spec 002): no microVM runtime is
-// supported by this server, so asking for it always fails loudly.
+// microvm never degrades silently: no microVM runtime is supported by this
+// server, so asking for it always fails loudly.
 func (h HostReport) CheckBackend(b Backend) error {
 	switch b {
 	case BackendMicrovm:

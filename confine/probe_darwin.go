@@ -15,9 +15,9 @@ import (
 )
 
 // Probe reports what this Mac can enforce: Seatbelt through
-// /usr/bin/sandbox-exec (a hard-coded path: spec 000's PATH-injection
-// defence), and the active developer directory for restricted mode's
-// toolchain grant. env is the server's environment.
+// /usr/bin/sandbox-exec (a hard-coded path, so a PATH entry cannot
+// substitute another), and the active developer directory for restricted
+// mode's toolchain grant. env is the server's environment.
 func Probe(depth ProbeDepth, env []string) HostReport {
 	h := HostReport{OS: runtime.GOOS, Arch: runtime.GOARCH, RunAsRoot: os.Geteuid() == 0,
 		ProcessLimit: "none: resource limits are not applied on macOS in this build"}

@@ -10,17 +10,16 @@ import (
 	"unicode/utf8"
 )
 
-// The macOS backend (spec 000 "macOS notes", spec 002 "macOS：Seatbelt"):
-// a Seatbelt profile (SBPL) generated from the same Policy as the
-// bubblewrap mount plan, run by /usr/bin/sandbox-exec. SeatbeltProfile is a
-// pure function like Plan; the facts it needs are gathered at each spawn by
-// InspectSeatbelt. It builds on every OS so the golden and parity tests run
-// in CI on Linux.
+// The macOS backend (README, "macOS (Seatbelt)"): a Seatbelt profile (SBPL)
+// generated from the same Policy as the bubblewrap mount plan, run by
+// /usr/bin/sandbox-exec. SeatbeltProfile is a pure function like Plan; the
+// facts it needs are gathered at each spawn by InspectSeatbelt. It builds on
+// every OS so the golden and parity tests run in CI on Linux.
 //
-// The profile is permissive by default, as spec 002 describes ("allow
-// default": an interactive shell needs too many dyld, XPC and Mach calls to
-// enumerate), and carves the boundary out of it. In SBPL the last matching
-// rule wins, so the order of the sections is part of the boundary:
+// The profile is permissive by default ("allow default": an interactive
+// shell needs too many dyld, XPC and Mach calls to enumerate), and carves
+// the boundary out of it. In SBPL the last matching rule wins, so the order
+// of the sections is part of the boundary:
 //
 //  1. reach beyond the filesystem: signals and process info only inside
 //     the sandbox, no LaunchServices, Apple Events or launchd jobs (each
@@ -33,8 +32,8 @@ import (
 //     metadata outside them (by name where it is shared); no hard link or
 //     clone anywhere;
 //  4. other sessions' scratch hidden, the session's own shown again;
-//  5. git config and hook surfaces, gitlinks and the named files spec 002
-//     denies even inside a write root;
+//  5. git config and hook surfaces, gitlinks and the named files
+//     (SeatbeltWriteDenyNames) denied even inside a write root;
 //  6. the denylist, read and write, last of the path rules;
 //  7. renames: file-write-unlink denied on every protected path and its
 //     ancestors, so moving a directory cannot carry a surface out from
@@ -46,12 +45,12 @@ import (
 // from /private (the kernel judges the resolved path, a process may name
 // either). Denials also name the /System/Volumes/Data firmlink alias.
 
-// SeatbeltExec is the only sandbox-exec the launcher runs: a hard-coded path
-// is the PATH-injection defence of spec 000.
+// SeatbeltExec is the only sandbox-exec the launcher runs: a hard-coded
+// path, so a PATH entry cannot substitute another.
 const SeatbeltExec = "/usr/bin/sandbox-exec"
 
 // SeatbeltSystemReadRoots are restricted mode's system read roots on macOS:
-// the spec 000 list, plus what a macOS process needs to start and run a
+// SystemReadRoots, plus what a macOS process needs to start and run a
 // shell (/System holds the frameworks and the dyld cache, /private/var/select
 // the /bin/sh selector, /private/var/db/timezone what /etc/localtime names,
 // /private/var/db/xcode_select_link the link the /usr/bin/git shim follows
@@ -60,14 +59,14 @@ const SeatbeltExec = "/usr/bin/sandbox-exec"
 var SeatbeltSystemReadRoots = append(slices.Clone(SystemReadRoots),
 	"/System", "/private/var/select", "/private/var/db/timezone", "/private/var/db/xcode_select_link", "/dev")
 
-// SeatbeltCommandLineTools is the second developer-toolchain candidate of
-// spec 000, beside what `xcode-select -p` reports.
+// SeatbeltCommandLineTools is the second developer-toolchain candidate
+// (README, "macOS (Seatbelt)"), beside what `xcode-select -p` reports.
 const SeatbeltCommandLineTools = "/Library/Developer/CommandLineTools"
 
 // seatbeltDangerousExec are launchers whose only purpose is to start
-// something outside the sandbox (spec 002: exec denied for always-dangerous
-// binaries). A copy under another name is not stopped by this rule; the
-// operation denials (lsopen, appleevent-send, job-creation) are what hold.
+// something outside the sandbox, so their exec is denied outright. A copy
+// under another name is not stopped by this rule; the operation denials
+// (lsopen, appleevent-send, job-creation) are what hold.
 var seatbeltDangerousExec = []string{
 	"/bin/launchctl", "/usr/bin/automator", "/usr/bin/open", "/usr/bin/osacompile",
 	"/usr/bin/osascript", "/usr/bin/shortcuts",
@@ -81,8 +80,8 @@ var seatbeltDeniedServices = []string{
 }
 
 // SeatbeltWriteDenyNames are home-relative files denied for writing even
-// inside a write root (spec 002: shell startup files and the configuration
-// an unsandboxed program later runs). Only an --add-dir holding one of them
+// inside a write root: shell startup files and the configuration an
+// unsandboxed program later runs. Only an --add-dir holding one of them
 // (~/.config, say) could grant it; bubblewrap would leave it writable there.
 var SeatbeltWriteDenyNames = []string{
 	".bash_login", ".bash_logout", ".bash_profile", ".bashrc", ".config/fish/config.fish",
@@ -94,7 +93,8 @@ var SeatbeltWriteDenyNames = []string{
 var seatbeltDevWrite = []string{"/dev/dtracehelper", "/dev/null", "/dev/ptmx", "/dev/tty", "/dev/zero"}
 
 // gitSharedEntries are the entries of a shared common git dir a linked
-// worktree writes (spec 000: Seatbelt names the granted entries).
+// worktree writes: Seatbelt names the granted entries, where bubblewrap
+// binds the shared dir whole (README, "macOS (Seatbelt)").
 var gitSharedEntries = []struct {
 	name string
 	dir  bool

@@ -8,12 +8,13 @@ import (
 	"strings"
 )
 
-// InspectSeatbelt gathers the SeatbeltLayout for one spawn, as Inspect
-// does for bubblewrap: at every spawn, with lstat, so what an earlier
-// command planted is seen before the profile relies on it. Unlike Inspect
-// it creates nothing: Seatbelt denies a surface by name whether it exists
-// or not, so no protected name is materialised (spec 000's Linux-only
-// residual). toolchain are the developer directories DeveloperToolchain
+// InspectSeatbelt gathers the SeatbeltLayout for one spawn, as Inspect does
+// for bubblewrap: at every spawn, with lstat, so what an earlier command
+// planted is seen before the profile relies on it. Unlike Inspect it creates
+// nothing: Seatbelt denies a surface by name whether it exists or not, so no
+// protected name is materialised (bubblewrap needs an existing path to mount
+// on, so on Linux an absent surface is created empty: README, "Known
+// residuals"). toolchain are the developer directories DeveloperToolchain
 // admitted; proxy the loopback ports of the session's proxies (nil with the
 // network off); exe the egress connect helper ("" when none).
 func InspectSeatbelt(p *Policy, scratch string, toolchain []string, proxy *SeatbeltProxy, exe string) (SeatbeltLayout, error) {
@@ -125,13 +126,14 @@ func inspectSeatbeltGit(p *Policy, l *SeatbeltLayout) error {
 	return nil
 }
 
-// DeveloperToolchain judges the developer-toolchain candidates of spec 000
-// for policy p: selected is what `xcode-select -p` printed (untrusted: it
-// honours $DEVELOPER_DIR), widened to its enclosing .app bundle, plus
+// DeveloperToolchain judges the candidate developer-toolchain directories
+// restricted mode grants on macOS (README, "macOS (Seatbelt)") for policy p:
+// selected is what `xcode-select -p` printed (untrusted: it honours
+// $DEVELOPER_DIR), widened to its enclosing .app bundle, plus
 // /Library/Developer/CommandLineTools. A candidate that does not exist
-// contributes nothing; one the shared-tree guard refuses, or that lies at
-// or under a masked path, is dropped. Each admitted directory is returned
-// under its literal and its resolved spelling.
+// contributes nothing; one the shared-tree guard refuses, or that lies at or
+// under a masked path, is dropped. Each admitted directory is returned under
+// its literal and its resolved spelling.
 func DeveloperToolchain(p *Policy, selected string) []string {
 	var cands []string
 	if s := strings.TrimSpace(selected); filepath.IsAbs(s) {
@@ -172,10 +174,10 @@ func widenToApp(p string) string {
 	return p
 }
 
-// DeveloperPath inserts the active developer directory's usr/bin before
-// the first system directory on path (/usr/bin, /bin, /usr/sbin, /sbin),
-// or appends it, so git runs without the xcrun shim (spec 000 "macOS Git
-// uses the readable developer toolchain directly"). devDir is what
+// DeveloperPath inserts the active developer directory's usr/bin before the
+// first system directory on path (/usr/bin, /bin, /usr/sbin, /sbin), or
+// appends it, so git runs from the readable developer toolchain directly,
+// without the xcrun shim (README, "macOS (Seatbelt)"). devDir is what
 // `xcode-select -p` printed, and the caller has checked it lies inside a
 // directory DeveloperToolchain admitted; "" leaves path as it is.
 func DeveloperPath(path, devDir string) string {

@@ -189,7 +189,7 @@ func TestSeatbeltLive(t *testing.T) {
 	}
 }
 
-// TestSeatbeltLiveLauncher drives the darwin Session end to end.
+// TestSeatbeltLiveLauncher drives the darwin Launcher end to end.
 func TestSeatbeltLiveLauncher(t *testing.T) {
 	host := requireSeatbeltLive(t)
 	pf := newParityFixture(t)

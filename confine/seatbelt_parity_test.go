@@ -7,14 +7,14 @@ import (
 	"testing"
 )
 
-// The parity test: both backends rendered from the same policy over the
-// same filesystem, and asked, path by path, what a spawned process may do.
-// bubblewrap's answer is read from the mount plan (the last mount covering
-// a path decides), Seatbelt's from the profile (the last matching rule
-// decides, on the path the kernel sees). Each row says what spec 000's
-// table wants in each mode; where the two backends legitimately differ the
-// row says so, with each backend's answer and the reason, rather than
-// leaving it out.
+// The parity test: both backends rendered from the same policy over the same
+// filesystem, and asked, path by path, what a spawned process may do.
+// bubblewrap's answer is read from the mount plan (the last mount covering a
+// path decides), Seatbelt's from the profile (the last matching rule
+// decides, on the path the kernel sees). Each row says what the table of
+// modes (README, "What is enforced") wants in each mode; where the two
+// backends legitimately differ the row says so, with each backend's answer
+// and the reason, rather than leaving it out.
 
 // verdict is what a spawned process can do to the host's file at a path.
 type verdict struct{ R, W bool }
@@ -202,10 +202,10 @@ func byMode(r, w, rs verdict) map[Mode]verdict {
 }
 
 const (
-	whyPrivateTmp = "spec 000: bubblewrap gives a private /tmp (host sockets live there); Seatbelt reads the host's /tmp and writes nowhere in it (it denies every Unix socket connect but the scratch's instead)"
+	whyPrivateTmp = "bubblewrap gives a private /tmp (host sockets live there); Seatbelt reads the host's /tmp and writes nowhere in it (it denies every Unix socket connect but the scratch's instead)"
 	whyNewGitDir  = "a git dir created during the session: bubblewrap pins surfaces it found at spawn (a new submodule's config is writable until the next spawn); Seatbelt denies them by pattern from the start"
-	whyNamed      = "spec 002: Seatbelt denies shell startup files and the global git config by name even inside a write root; bubblewrap leaves them as writable as the --add-dir that holds them"
-	whySharedGit  = "spec 000: inside a linked worktree's shared common dir bubblewrap binds the whole directory writable (surfaces re-bound read-only); Seatbelt names the granted entries, so the main worktree's HEAD, ORIG_HEAD, index and info stay read-only"
+	whyNamed      = "Seatbelt denies shell startup files and the global git config by name even inside a write root; bubblewrap leaves them as writable as the --add-dir that holds them"
+	whySharedGit  = "inside a linked worktree's shared common dir bubblewrap binds the whole directory writable (surfaces re-bound read-only); Seatbelt names the granted entries, so the main worktree's HEAD, ORIG_HEAD, index and info stay read-only"
 )
 
 // parityRows is the table, shared with the live suite.

@@ -345,9 +345,9 @@ func TestTwins(t *testing.T) {
 }
 
 // TestSeatbeltGlobalGitConfigFileExact: the global git config grant is
-// file-exact (spec 000): literal filters only, and nothing in the profile
-// grants a read of HOME or ~/.config, or any directory above a config file
-// beyond its metadata.
+// file-exact: literal filters only, and nothing in the profile grants a read
+// of HOME or ~/.config, or any directory above a config file beyond its
+// metadata.
 func TestSeatbeltGlobalGitConfigFileExact(t *testing.T) {
 	for _, c := range sbCases(t) {
 		if c.p.Mode() != ModeRestricted {
@@ -479,10 +479,10 @@ func TestSeatbeltPolicy(t *testing.T) {
 	}
 }
 
-// TestSharedTreeGuardFirmlink: the data volume's spelling of HOME, of a
-// path above it or of the worktree is the same shared tree (spec 000:
-// stripped of its /System/Volumes/Data alias before the check), so a
-// DEVELOPER_DIR naming it cannot gut restricted mode.
+// TestSharedTreeGuardFirmlink: the data volume's spelling of HOME, of a path
+// above it or of the worktree is the same shared tree (stripped of its
+// /System/Volumes/Data alias before the check), so a DEVELOPER_DIR naming it
+// cannot gut restricted mode.
 func TestSharedTreeGuardFirmlink(t *testing.T) {
 	f := newFixture(t)
 	for _, c := range []string{dataVolume + f.home, dataVolume + f.root, dataVolume + f.work, dataVolume + "/tmp"} {

@@ -195,14 +195,15 @@ var argRulesCommon = []argRule{
 
 var clone3Nr = syscallNr{"clone3", unix.SYS_CLONE3}
 
-// Socket families (THREATS.md, "Socket families the network namespace does
-// not cover"): socket(2) and socketpair(2) may create AF_UNIX, AF_INET and
-// AF_INET6 sockets, and netlink sockets of the routing protocol only (what
-// getifaddrs and `ip` use). Everything else (AF_VSOCK reaching a VM's host,
-// AF_ALG, AF_KEY, AF_TIPC, AF_PACKET, every other netlink protocol) fails
-// with EAFNOSUPPORT, as from a kernel built without it; MPTCP (AF_INET or
-// AF_INET6 with IPPROTO_MPTCP) with EPROTONOSUPPORT, on which Go and glibc
-// users fall back to TCP. Both syscalls take (domain, type, protocol).
+// Socket families, which the network namespace does not cover (README, "What
+// is enforced", "Process hygiene"): socket(2) and socketpair(2) may create
+// AF_UNIX, AF_INET and AF_INET6 sockets, and netlink sockets of the routing
+// protocol only (what getifaddrs and `ip` use). Everything else (AF_VSOCK
+// reaching a VM's host, AF_ALG, AF_KEY, AF_TIPC, AF_PACKET, every other
+// netlink protocol) fails with EAFNOSUPPORT, as from a kernel built without
+// it; MPTCP (AF_INET or AF_INET6 with IPPROTO_MPTCP) with EPROTONOSUPPORT,
+// on which Go and glibc users fall back to TCP. Both syscalls take (domain,
+// type, protocol).
 var socketSyscalls = []syscallNr{
 	{"socket", unix.SYS_SOCKET},
 	{"socketpair", unix.SYS_SOCKETPAIR},
