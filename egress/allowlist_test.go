@@ -73,9 +73,10 @@ func addrs(ss ...string) []netip.Addr {
 	return out
 }
 
-// TestSpecWildcards is every case of spec 002's wildcard description ("网络出站"),
-// plus the near misses around each.
-func TestSpecWildcards(t *testing.T) {
+// TestWildcards is every case of the wildcard rules (README, "The network":
+// `*.example.com` every subdomain but not the apex, `api.*.example.com`
+// exactly one label), plus the near misses around each.
+func TestWildcards(t *testing.T) {
 	cases := []struct {
 		pattern string
 		host    string
@@ -217,7 +218,7 @@ func TestPortRules(t *testing.T) {
 	}
 }
 
-// Every loopback and metadata spelling in THREATS.md, with broad wildcards
+// Every loopback and metadata spelling we know of, with broad wildcards
 // present, on the web ports and a dev port: refused, and without DNS.
 func TestLoopbackAndMetadataSpellingsRefused(t *testing.T) {
 	a := mustAllowlist(t, []string{

@@ -1,6 +1,16 @@
-// Package egress decides, for every outbound connection a sandboxed command
-// attempts, whether it may go out and to which checked addresses.
-//
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
+)
+
 // This file is the host canonicaliser. Everything the decision layer compares
 // (allowlist entries, the fixed deny list, the Host header the proxies see) is
 // first put into one canonical spelling, so that no two spellings of the same
@@ -16,18 +26,6 @@
 //     brackets; IPv4-mapped addresses (::ffff:a.b.c.d) become plain IPv4;
 //   - zone ids ('%'), userinfo ('@'), paths, ports, spaces, control bytes and
 //     invalid UTF-8 are refused, never stripped.
-package egress
-
-import (
-	"errors"
-	"fmt"
-	"net/netip"
-	"strings"
-	"unicode"
-	"unicode/utf8"
-
-	"golang.org/x/net/idna"
-)
 
 // maxRawHost bounds the input before any Unicode processing; a valid host is
 // at most 253 bytes after conversion, and no Unicode spelling of one needs

@@ -99,7 +99,7 @@ func (s *Outlet) record(v Violation) {
 
 // Between returns the refusals recorded in [from, to]: the network
 // violations of the command that ran then (best-effort attribution when
-// commands overlap). A nil Session has none.
+// commands overlap). A nil Outlet has none.
 func (s *Outlet) Between(from, to time.Time) []Violation {
 	if s == nil {
 		return nil

@@ -61,7 +61,8 @@ type Decider interface {
 // ActionNetworkOutbound is Violation.Action for every refusal here.
 const ActionNetworkOutbound = "network-outbound"
 
-// Violation is spec 002's violation event for a refused connection.
+// Violation is the event a refused connection reports (README, "The
+// network"): the audit and the shell call's violations carry it.
 type Violation struct {
 	Action string // always ActionNetworkOutbound
 	Target string // host:port as the client asked (control bytes escaped)
