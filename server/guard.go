@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sync"
 	"unicode/utf8"
 )
@@ -231,62 +232,87 @@ func (g *guardedReader) check(line []byte, tooBig bool) string {
 	return ""
 }
 
-// checkJSON walks the message token by token: duplicate keys (compared
-// exactly: no case folding) and nesting deeper than maxDepth are refused.
-// Syntax errors are left to the protocol library, which answers them.
+// checkJSON scans the message once, byte by byte: duplicate keys (compared
+// exactly after unescaping, as the decoder will see them: no case folding)
+// and nesting deeper than maxDepth are refused. Syntax errors are left to
+// the protocol library, which answers them; the scan allocates only for
+// the keys of each object.
 func checkJSON(line []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.UseNumber()
 	type frame struct {
-		obj     bool
-		keys    map[string]bool
-		wantKey bool
+		obj, wantKey bool
+		keys         []string
+		many         map[string]struct{} // the keys, once there are more than 16
 	}
-	var stack []*frame
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return nil
-		}
-		top := (*frame)(nil)
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{', '[':
-				if len(stack) >= maxDepth {
-					return fmt.Errorf("message nested deeper than %d levels", maxDepth)
-				}
-				if top != nil && top.obj {
-					top.wantKey = true
-				}
-				stack = append(stack, &frame{obj: t == '{', keys: map[string]bool{}, wantKey: t == '{'})
-			case '}', ']':
-				stack = stack[:len(stack)-1]
+	var stack []frame
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; c {
+		case '"':
+			end, escaped := stringEnd(line, i+1)
+			if end < 0 {
+				return nil
 			}
-		case string:
-			if top != nil && top.obj && top.wantKey {
-				if top.keys[t] {
-					return fmt.Errorf("duplicate key %q in a JSON object", t)
+			if n := len(stack); n > 0 && stack[n-1].obj && stack[n-1].wantKey {
+				f := &stack[n-1]
+				key := string(line[i+1 : end])
+				if escaped {
+					if json.Unmarshal(line[i:end+1], &key) != nil {
+						return nil
+					}
 				}
-				top.keys[t] = true
-				top.wantKey = false
-				continue
+				dup := false
+				if f.many != nil {
+					_, dup = f.many[key]
+					f.many[key] = struct{}{}
+				} else {
+					dup = slices.Contains(f.keys, key)
+					f.keys = append(f.keys, key)
+					if len(f.keys) > 16 {
+						f.many = make(map[string]struct{}, 32)
+						for _, k := range f.keys {
+							f.many[k] = struct{}{}
+						}
+					}
+				}
+				if dup {
+					return fmt.Errorf("duplicate key %q in a JSON object", key)
+				}
+				f.wantKey = false
 			}
-			if top != nil && top.obj {
-				top.wantKey = true
+			i = end
+		case '{', '[':
+			if len(stack) >= maxDepth {
+				return fmt.Errorf("message nested deeper than %d levels", maxDepth)
 			}
-		default:
-			if top != nil && top.obj {
-				top.wantKey = true
+			stack = append(stack, frame{obj: c == '{', wantKey: c == '{'})
+		case '}', ']':
+			if len(stack) == 0 {
+				return nil
+			}
+			stack = stack[:len(stack)-1]
+		case ',':
+			if n := len(stack); n > 0 && stack[n-1].obj {
+				stack[n-1].wantKey = true
 			}
 		}
 	}
+	return nil
+}
+
+// stringEnd returns the index of the quote closing the string whose body
+// starts at line[i], -1 when it does not close, and whether it holds an
+// escape.
+func stringEnd(line []byte, i int) (int, bool) {
+	escaped := false
+	for ; i < len(line); i++ {
+		switch line[i] {
+		case '\\':
+			escaped = true
+			i++
+		case '"':
+			return i, escaped
+		}
+	}
+	return -1, escaped
 }
 
 // reject answers a refused message with -32600 (invalid request), echoing

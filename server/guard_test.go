@@ -164,3 +164,81 @@ func FuzzIDScan(f *testing.F) {
 		}
 	})
 }
+
+// checkJSONTokens is the token-by-token checker checkJSON replaced, kept
+// as the reference the differential fuzz compares against. It walks: duplicate keys (compared
+// exactly: no case folding) and nesting deeper than maxDepth are refused.
+// Syntax errors are left to the protocol library, which answers them.
+func checkJSONTokens(line []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	type frame struct {
+		obj     bool
+		keys    map[string]bool
+		wantKey bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return nil
+		}
+		top := (*frame)(nil)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				if len(stack) >= maxDepth {
+					return fmt.Errorf("message nested deeper than %d levels", maxDepth)
+				}
+				if top != nil && top.obj {
+					top.wantKey = true
+				}
+				stack = append(stack, &frame{obj: t == '{', keys: map[string]bool{}, wantKey: t == '{'})
+			case '}', ']':
+				stack = stack[:len(stack)-1]
+			}
+		case string:
+			if top != nil && top.obj && top.wantKey {
+				if top.keys[t] {
+					return fmt.Errorf("duplicate key %q in a JSON object", t)
+				}
+				top.keys[t] = true
+				top.wantKey = false
+				continue
+			}
+			if top != nil && top.obj {
+				top.wantKey = true
+			}
+		default:
+			if top != nil && top.obj {
+				top.wantKey = true
+			}
+		}
+	}
+}
+
+
+// FuzzCheckJSONDifferential: the byte scanner refuses exactly what the
+// decoder-based reference refuses, on any input the decoder accepts.
+func FuzzCheckJSONDifferential(f *testing.F) {
+	for _, s := range []string{`{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `{"a":{"b":1},"b":2}`, `[{"a":1},{"a":1}]`, `{"a":"{\"a\":1}","b":[1,{"c":2,"c":3}]}`, `{"k":"\\","k":1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			_ = checkJSON(b)
+			return
+		}
+		got, want := checkJSON(b), checkJSONTokens(b)
+		if (got == nil) != (want == nil) || (got != nil && got.Error() != want.Error()) {
+			t.Fatalf("%q: scanner %v, reference %v", b, got, want)
+		}
+	})
+}
