@@ -224,7 +224,6 @@ func checkJSONTokens(line []byte) error {
 	}
 }
 
-
 // FuzzCheckJSONDifferential: the byte scanner refuses exactly what the
 // decoder-based reference refuses, on any input the decoder accepts.
 func FuzzCheckJSONDifferential(f *testing.F) {
