@@ -23,7 +23,7 @@
 // confine derives the read/exec grant on its directory.
 //
 // Last comes the project file <workdir>/.evener/mcp.toml. It sits inside the
-// model's own write surface (spec 000, "Only inputs the model cannot write"),
+// model's own write surface (README, "Command line": configuration layers),
 // so it is untrusted and may only narrow: a stricter sandbox mode, network
 // off, fewer tools, more deny_paths, a shorter shell timeout, lower limits.
 // Asking for more than the trusted layers grant is an error, so the server
@@ -244,7 +244,7 @@ func (m *merger) setMode(mode confine.Mode, src string) {
 	m.c.Spec.Mode, m.c.Spec.ModeExplicit, m.modeSrc = mode, true, src
 }
 
-// backendNone applies spec 002's "none is --sandbox off" once the trusted
+// backendNone applies "backend none is --sandbox off" once the trusted
 // layers are merged.
 func (m *merger) backendNone() error {
 	s := &m.c.Spec

@@ -2,7 +2,7 @@
 // (SessionStart, PreToolUse, PostToolUse, SessionEnd), each through the
 // session's confine.Session launcher: under the session's own sandbox, with
 // the read/exec grant on its directory that confine derived from the same
-// configuration (spec 000 "Hooks and MCP under a sandbox"). This package
+// configuration (README, "Hooks"). This package
 // starts no process itself and imports only confine and the standard
 // library.
 //

@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// secretFiles are spec 000's credential denylist plus the THREATS.md
+// secretFiles are the README's credential denylist plus the
 // extras, relative to HOME, each seeded with a unique secret. The list is
 // written out here rather than imported so the test checks the product
 // against the spec, not against itself.

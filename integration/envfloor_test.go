@@ -70,7 +70,7 @@ func floorUnder(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
-// TestEnvFloor is spec 000's environment floor, row by row.
+// TestEnvFloor is the README's environment floor, row by row.
 func TestEnvFloor(t *testing.T) {
 	// The server's PATH as the harness sets it, then once more with the Go
 	// toolchain appended (last occurrence wins, as in getenv).

@@ -101,7 +101,7 @@ func TestFailClosedNoUserNamespaces(t *testing.T) {
 	})
 }
 
-// TestFailClosedBackend: spec 002's backends.
+// TestFailClosedBackend: the --sandbox-backend values (README, "Command line").
 func TestFailClosedBackend(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		e := newEnv(t, id)

@@ -61,7 +61,7 @@ func TestMCPInitialize(t *testing.T) {
 	})
 }
 
-// fileCase is one file-tool call with the outcome spec 000's table
+// fileCase is one file-tool call with the outcome the README's mode table
 // requires per mode: "" allowed, else the denial rule (or "error" for a
 // plain tool error).
 type fileCase struct {

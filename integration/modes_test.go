@@ -11,7 +11,7 @@ import (
 )
 
 // probeOp is one read or write a sandboxed shell attempts, with the outcome
-// spec 000's mode table requires in each mode.
+// the README's mode table requires in each mode.
 type probeOp struct {
 	name   string
 	script func(e *env) string // exits 0 when the operation succeeded
@@ -44,7 +44,7 @@ var modeOps = []probeOp{
 	{"write system root", func(e *env) string { return "echo x > /etc/evener-probe" }, table(false, false, false, false)},
 }
 
-// TestModeTable runs every row of spec 000's mode table for spawned
+// TestModeTable runs every row of the README's mode table for spawned
 // processes, in every mode, as root and as an unprivileged user.
 func TestModeTable(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {

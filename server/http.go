@@ -114,7 +114,7 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", noBrowser(authorize(ho.Token, limitBody(ho.MaxBody, h.orderedStreams(streamable)))))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		// No sandbox fields (spec 002): liveness only.
+		// No sandbox fields: liveness only (README, "Many agents, one server").
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})

@@ -13,7 +13,7 @@ import (
 )
 
 // Audit appends one JSON line per decision to audit.jsonl in the state
-// directory, under spec 000's redaction contract: the mode, the tool, a
+// directory, under the redaction contract (README, "The tools"): the mode, the tool, a
 // redacted path (its base name) and a truncated command; never file
 // contents, never a full path of a secret.
 type Audit struct {

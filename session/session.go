@@ -284,8 +284,7 @@ func (s *Session) Close() error {
 	return errors.Join(errs...)
 }
 
-// Violation is one refusal attributed to a call (spec 002's
-// SandboxViolation): the refused action, its target and the raw line it
+// Violation is one refusal attributed to a call (README, "The network"): the refused action, its target and the raw line it
 // was read from.
 type Violation struct {
 	Action string `json:"action"`

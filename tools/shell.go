@@ -261,7 +261,7 @@ var refusals = []struct{ phrase, action string }{
 }
 
 // attribute finds the refusals a command met in its output, best-effort
-// (spec 000: kernel denials are attributed from the command's output): a
+// (README, "The tools": kernel denials are attributed from the output): a
 // line ending in one of the kernel's refusal messages names its target just
 // before it ("cat: /x: Permission denied", "mv: cannot move '.git' to '.g':
 // Device or resource busy").

@@ -50,7 +50,7 @@ var DefaultBounds = Bounds{
 }
 
 // Recorder receives every decision worth auditing. Implementations apply
-// the redaction contract (spec 000): mode, tool, redacted path, truncated
+// the redaction contract (README, "The tools"): mode, tool, redacted path, truncated
 // command; never file contents, never a full secret path.
 type Recorder interface {
 	Denied(tool string, d *confine.Denial)
