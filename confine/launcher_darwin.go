@@ -1,126 +1,43 @@
-//go:build darwin
-
 package confine
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// The macOS launcher: every spawn runs under /usr/bin/sandbox-exec with a
+// The macOS backend: every spawn runs under /usr/bin/sandbox-exec with a
 // profile SeatbeltProfile generates from the session's policy at that
-// spawn. It has the Linux launcher's API. What macOS does not give a
-// sandbox (spec 000: no PID or mount namespace) is said here and in the
-// README: a process that leaves the command's process group outlives a
-// timeout, no resource limit is applied, and the children of a server that
-// dies are not killed with it.
+// spawn. What macOS does not give a sandbox (no PID or mount namespace) is
+// said here and in the README ("macOS (Seatbelt)"): a process that leaves
+// the command's process group outlives a timeout, no resource limit is
+// applied, and the children of a server that dies are not killed with it.
 
-// Session is one sandbox session: a policy, a private scratch directory and
-// the processes started under it.
-type Launcher struct {
-	p       atomic.Pointer[Policy]
-	scratch string
-
-	mu      sync.Mutex
-	running map[*exec.Cmd]struct{}
-	closed  bool
-	envPass []string
-	// hideBeside is the server-private parent of the scratch, hidden in
-	// every sandbox but for the scratch itself ("" when not isolated).
-	hideBeside string
-	egress     *EgressBridge
-	fwd        *loopbackForwarder
-	exe        string // this binary, for GIT_SSH_COMMAND's connect helper
+// osBackend is the macOS launcher backend (Seatbelt).
+type osBackend struct {
+	// fwd relays two loopback ports to the bridge sockets (guarded by the
+	// launcher's lock).
+	fwd *loopbackForwarder
 }
 
-// NewLauncherUnder is NewSession with the scratch created in parent (see the
-// Linux launcher); "" is NewSession.
-func NewLauncherUnder(p *Policy, envPassthrough []string, parent string) (*Launcher, error) {
-	root := p.ScratchRoot()
-	if root == "" {
-		root = os.TempDir()
-	}
-	if parent != "" {
-		root = parent
-	}
-	dir, err := os.MkdirTemp(root, "evener-mcp-")
-	if err != nil {
-		return nil, fmt.Errorf("create scratch: %w", err)
-	}
-	if dir, err = filepath.EvalSymlinks(dir); err != nil {
-		return nil, fmt.Errorf("resolve scratch: %w", err)
-	}
-	if p.Mode() != ModeOff && underAny(dir, p.WriteRoots()) {
-		_ = os.Remove(dir)
-		return nil, fmt.Errorf("scratch %s lies inside a write root; set TMPDIR elsewhere", dir)
-	}
-	if err := sealOnce(); err != nil {
-		return nil, fmt.Errorf("seal inherited descriptors: %w", err)
-	}
-	s := &Launcher{scratch: dir, running: map[*exec.Cmd]struct{}{}, envPass: envPassthrough}
-	if parent != "" {
-		s.hideBeside = filepath.Dir(dir)
-	}
-	s.p.Store(p)
-	return s, nil
+// osSpawn: a Seatbelt spawn holds nothing of its own.
+type osSpawn struct{}
+
+func (b *osBackend) ready() error { return nil }
+
+// procAttr: every spawn leads a process group of its own, which is what a
+// timeout kills.
+func procAttr(sandboxed bool) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
 }
 
-// SetEgress hands the launcher the bridge to the session's proxies. macOS
-// has no network namespace: the sandbox shares the host's loopback, so the
-// session listens on two loopback ports relayed to the bridge sockets, and
-// the profile lets the sandbox reach those two ports and nothing else.
-func (s *Launcher) SetEgress(b EgressBridge) error {
-	exe, err := relayBinary()
-	if err != nil {
-		return err
-	}
-	fwd, err := newLoopbackForwarder(b.HTTPSocket, b.SOCKSSocket)
-	if err != nil {
-		return fmt.Errorf("egress: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fwd != nil {
-		s.fwd.Close()
-	}
-	s.egress, s.fwd, s.exe = &b, fwd, exe
-	return nil
-}
-
-// Close kills every process still running under the session, stops its
-// loopback forwarders and removes its scratch directory.
-func (s *Launcher) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	for c := range s.running {
-		killGroup(c)
-	}
-	if s.fwd != nil {
-		s.fwd.Close()
-	}
-	s.mu.Unlock()
-	return removeAllForce(s.scratch)
-}
-
-// Prepare resolves c against the policy: working directory, profile,
-// environment floor and the sandbox-exec argv.
-func (s *Launcher) Prepare(c Command) (*Prepared, error) {
-	p, dir, over, off, err := s.prepareCommon(c)
-	if err != nil || off != nil {
-		return off, err
-	}
+// prepare builds the sandbox-exec argv and the profile.
+func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over map[string]string) (*Prepared, error) {
 	if strings.HasPrefix(c.Args[0], "-") {
 		// sandbox-exec would read it as one of its own options.
 		return nil, fmt.Errorf("%w: a command may not start with '-'", ErrSandboxSetup)
@@ -129,7 +46,7 @@ func (s *Launcher) Prepare(c Command) (*Prepared, error) {
 	exe := ""
 	if p.Network() == NetworkOn {
 		s.mu.Lock()
-		eg, fwd := s.egress, s.fwd
+		eg, fwd := s.egress, b.fwd
 		exe = s.exe
 		s.mu.Unlock()
 		if eg == nil || fwd == nil {
@@ -157,11 +74,7 @@ func (s *Launcher) Prepare(c Command) (*Prepared, error) {
 			}
 		}
 	}
-	granted := []string{p.Workdir()}
-	if p.Mode() != ModeRestricted {
-		granted = append(granted, p.AddDirs()...)
-	}
-	env := EnvFloor(p.env, s.envPass, p.Mode(), over, granted)
+	env := EnvFloor(p.env, s.envPass, p.Mode(), over, grantedRoots(p))
 	if dev := p.Host().DeveloperDir; dev != "" && underAny(filepath.Clean(dev), toolchain) {
 		env = setEnv(env, "PATH", DeveloperPath(envLookup(env, "PATH"), filepath.Clean(dev)))
 	}
@@ -180,74 +93,48 @@ func setEnv(env []string, key, value string) []string {
 	return append(env, key+"="+value)
 }
 
-// Run starts c under the policy and waits for it. A timeout or a cancelled
-// ctx kills the command's process group.
-func (s *Launcher) Run(ctx context.Context, c Command) (Result, error) {
-	pr, err := s.Prepare(c)
+// setEgress: macOS has no network namespace, so the sandbox shares the
+// host's loopback: the session listens on two loopback ports relayed to the
+// bridge sockets, and the profile lets the sandbox reach those two ports and
+// nothing else.
+func (b *osBackend) setEgress(s *Launcher, eg EgressBridge) error {
+	fwd, err := newLoopbackForwarder(eg.HTTPSocket, eg.SOCKSSocket)
 	if err != nil {
-		return Result{ExitCode: -1}, err
+		return fmt.Errorf("egress: %w", err)
 	}
-	if c.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
-		defer cancel()
+	if b.fwd != nil {
+		b.fwd.Close()
 	}
-	cmd := &exec.Cmd{Path: pr.Path, Args: pr.Args, Env: pr.Env, Dir: pr.Dir,
-		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, WaitDelay: 2 * time.Second,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+	b.fwd = fwd
+	return nil
+}
+
+// start: sandbox-exec applies the profile before it execs the command, so
+// nothing holds the sandbox: onStart runs first.
+func (b *osBackend) start(s *Launcher, sp *spawn, onStart func()) error {
+	if onStart != nil {
+		onStart()
+	}
+	if err := sp.cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", filepath.Base(sp.cmd.Path), err)
+	}
+	return nil
+}
+
+func (b *osBackend) release(s *Launcher, sp *spawn, onStart func()) error { return nil }
+func (b *osBackend) end(s *Launcher, sp *spawn)                           {}
+
+// startSpawner does nothing on macOS (no pids cgroup).
+func (b *osBackend) startSpawner(s *Launcher) {}
+
+// close stops the loopback forwarders.
+func (b *osBackend) close(s *Launcher) {
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return Result{ExitCode: -1}, errors.New("session closed")
-	}
-	if c.OnStart != nil {
-		c.OnStart()
-	}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		s.mu.Unlock()
-		return Result{ExitCode: -1}, fmt.Errorf("start %s: %w", filepath.Base(cmd.Path), err)
-	}
-	s.running[cmd] = struct{}{}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.running, cmd)
-		s.mu.Unlock()
-	}()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var res Result
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		killGroup(cmd)
-		err = <-done
-		res.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
-	}
-	res.Duration = time.Since(start)
-	res.ExitCode = cmd.ProcessState.ExitCode()
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		res.Signal = ws.Signal().String()
-		res.ExitCode = 128 + int(ws.Signal())
-	}
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
-		return res, err
-	}
-	return res, nil
-}
-
-// killGroup kills a spawn's process group (the command and every child
-// that did not start a group of its own).
-func killGroup(cmd *exec.Cmd) {
-	if cmd.Process != nil {
-		_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
-		_ = cmd.Process.Kill()
+	defer s.mu.Unlock()
+	if b.fwd != nil {
+		b.fwd.Close()
 	}
 }
-
-var sealOnce = sync.OnceValue(SealInheritedFDs)
 
 // SealInheritedFDs marks every descriptor above stderr close-on-exec, so
 // nothing the server inherited from its own parent reaches a sandbox
@@ -267,6 +154,3 @@ func SealInheritedFDs() error {
 	}
 	return nil
 }
-
-// StartSpawner does nothing on macOS (no pids cgroup).
-func (s *Launcher) StartSpawner() {}

@@ -1,124 +1,62 @@
 package confine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// Launcher is one sandbox session: a policy, a private scratch directory and
-// the processes started under it. Every process the server starts goes
-// through Launcher.Run.
-type Launcher struct {
-	p       atomic.Pointer[Policy]
-	scratch string
+// The Linux backend: every sandboxed spawn is a bubblewrap started with the
+// session's mount plan, a seccomp filter on descriptor 3, its info on 4 and
+// held on 5 until release has applied the resource limits (and, for a root
+// server, moved it into a pids cgroup).
 
-	mu      sync.Mutex
-	running map[*exec.Cmd]int // bwrap command -> sandbox init pid (0 until known)
-	closed  bool
-	// EnvPassthrough are extra variable names a trusted layer lets through.
-	envPass []string
-	// hideBeside is the server-private parent of the scratch, hidden in
-	// every sandbox but for the scratch itself ("" when not isolated).
-	hideBeside string
-	// cleanup counts per-spawn cgroups still being removed; Close waits.
+// osBackend is the Linux launcher backend (bubblewrap).
+type osBackend struct {
+	// cleanup counts per-spawn cgroups still being removed and a spawner
+	// being made; close waits.
 	cleanup sync.WaitGroup
 	// spawner, once ready, starts this session's sandboxes inside its
 	// pids cgroup (root servers on cgroup v1; see StartSpawner).
 	spawner     atomic.Pointer[spawner]
 	spawnerOnce sync.Once
-	egress      *EgressBridge
-	exe         string // this binary, for the egress relay
 }
 
-// SetEgress hands the launcher the bridge to the session's proxies. With
-// the network on, a sandboxed spawn without one is refused.
-func (s *Launcher) SetEgress(b EgressBridge) error {
-	exe, err := relayBinary()
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.egress, s.exe = &b, exe
-	return nil
+// osSpawn is a sandboxed spawn's descriptors and process cgroup.
+type osSpawn struct {
+	seccompR, infoR, infoW, blockR, blockW *os.File
+	cgroup                                 string   // pids cgroup of a root server's spawn
+	bwrapJoined                            bool     // bwrap is in it (born there, or moved right after start)
+	spawner                                *spawner // bwrap is started by it, born in its cgroup
 }
 
-// NewLauncherUnder is NewSession with the scratch created in parent, a
-// directory private to one server that holds the scratch of each of its
-// sessions: the session's sandboxes see parent as an empty directory but
-// for their own scratch (sibling sessions' scratch and bridge sockets are
-// hidden). "" is NewSession.
-func NewLauncherUnder(p *Policy, envPassthrough []string, parent string) (*Launcher, error) {
-	root := p.ScratchRoot()
-	if root == "" {
-		root = os.TempDir()
-	}
-	if parent != "" {
-		root = parent
-	}
-	dir, err := os.MkdirTemp(root, "evener-mcp-")
-	if err != nil {
-		return nil, fmt.Errorf("create scratch: %w", err)
-	}
-	if dir, err = filepath.EvalSymlinks(dir); err != nil {
-		return nil, fmt.Errorf("resolve scratch: %w", err)
-	}
-	if p.Mode() != ModeOff && underAny(dir, p.WriteRoots()) {
-		_ = os.Remove(dir)
-		return nil, fmt.Errorf("scratch %s lies inside a write root; set TMPDIR elsewhere", dir)
-	}
-	if err := sealOnce(); err != nil {
-		return nil, fmt.Errorf("seal inherited descriptors: %w", err)
-	}
-	s := &Launcher{scratch: dir, running: map[*exec.Cmd]int{}, envPass: envPassthrough}
-	if parent != "" {
-		s.hideBeside = filepath.Dir(dir)
-	}
-	s.p.Store(p)
-	return s, nil
+func (b *osBackend) ready() error { return nil }
+
+func procAttr(sandboxed bool) *syscall.SysProcAttr {
+	// A mode-off command leads a process group of its own: killTree ends
+	// it with its children.
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: !sandboxed}
 }
 
-// Close kills every process still running under the session and removes
-// its scratch directory.
-func (s *Launcher) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	for c, pid := range s.running {
-		killTree(c, pid)
-	}
-	s.mu.Unlock()
-	s.cleanup.Wait()
-	s.spawnerOnce.Do(func() {}) // no spawner may start after Close
-	if sp := s.spawner.Swap(nil); sp != nil {
-		sp.stop()
-	}
-	return removeAllForce(s.scratch)
-}
-
-// Prepare resolves c against the policy: working directory, mount plan,
-// environment floor and the bubblewrap argv.
-func (s *Launcher) Prepare(c Command) (*Prepared, error) {
-	p, dir, over, off, err := s.prepareCommon(c)
-	if err != nil || off != nil {
-		return off, err
-	}
+// prepare builds the bubblewrap argv: the namespaces, the seccomp filter,
+// the mount plan, and with the network on the relay in front of the
+// command.
+func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over map[string]string) (*Prepared, error) {
+	Phase("inspect")
 	l, err := Inspect(p, s.scratch, dir)
 	if err != nil {
 		return nil, err
 	}
+	Phase("plan")
 	l.ScratchParent = s.hideBeside
 	cmdArgs := c.Args
 	if p.Network() == NetworkOn {
@@ -164,229 +102,122 @@ func (s *Launcher) Prepare(c Command) (*Prepared, error) {
 	args = append(args, plan.Args()...)
 	args = append(args, "--chdir", dir, "--")
 	args = append(args, cmdArgs...)
-	// KUBECONFIG survives only inside a granted root: the worktree and the
-	// extra roots in every mode.
-	granted := []string{p.Workdir()}
-	if p.Mode() != ModeRestricted {
-		granted = append(granted, p.AddDirs()...)
-	}
-	env := EnvFloor(p.env, s.envPass, p.Mode(), over, granted)
+	env := EnvFloor(p.env, s.envPass, p.Mode(), over, grantedRoots(p))
 	return &Prepared{Path: p.host.Bwrap, Args: args, Env: env, Dir: dir, Plan: plan, Sandboxed: true}, nil
 }
 
-// Run starts c under the policy and waits for it. A timeout or a cancelled
-// ctx kills the whole tree: the sandbox's PID namespace dies with its init.
-func (s *Launcher) Run(ctx context.Context, c Command) (res Result, err error) {
-	// After the spawn, whatever it ran, the git sweep sets aside any
-	// repository it left for the user's git to run (gitsweep.go).
-	sw, err := s.sweepBegin()
+// setEgress: the bridge's sockets are bound into each sandbox (prepare).
+func (b *osBackend) setEgress(s *Launcher, eg EgressBridge) error { return nil }
+
+// start opens the spawn's descriptors (the seccomp program, bwrap's info
+// and block pipes), picks its pids cgroup (root servers) and starts bwrap,
+// held on the block pipe until release.
+func (b *osBackend) start(s *Launcher, sp *spawn, onStart func()) error {
+	f := &sp.os
+	if err := b.openFiles(s, f); err != nil {
+		return err
+	}
+	cmd := sp.cmd
+	cmd.Dir = "/" // bwrap changes to the working directory inside
+	cmd.ExtraFiles = []*os.File{f.seccompR, f.infoW, f.blockR}
+	var err error
+	if f.spawner != nil {
+		err = f.spawner.start(cmd)
+	} else {
+		err = cmd.Start()
+	}
+	f.closeChildEnds()
 	if err != nil {
-		return Result{ExitCode: -1}, err
+		f.infoR.Close()
+		f.blockW.Close()
+		return fmt.Errorf("start %s: %w", filepath.Base(cmd.Path), err)
 	}
-	defer func() { res.Quarantined = sw.end() }()
-	pr, err := s.Prepare(c)
-	if err != nil {
-		return Result{ExitCode: -1}, err
-	}
-	if c.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
-		defer cancel()
-	}
-	cmd := &exec.Cmd{Path: pr.Path, Args: pr.Args, Env: pr.Env, Dir: pr.Dir,
-		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, WaitDelay: 2 * time.Second}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if !pr.Sandboxed {
-		cmd.SysProcAttr.Setpgid = true
-		if c.OnStart != nil {
-			c.OnStart()
-		}
-		return s.wait(ctx, cmd, nil, nil)
-	}
-	cmd.Dir = "/"
-	files, err := s.sandboxFiles()
-	if err != nil {
-		return Result{ExitCode: -1}, err
-	}
-	cmd.ExtraFiles = []*os.File{files.seccompR, files.infoW, files.blockR}
-	return s.wait(ctx, cmd, files, c.OnStart)
+	return nil
 }
 
-type spawnFiles struct {
-	seccompR, infoR, infoW, blockR, blockW *os.File
-	cgroup                                 string   // pids cgroup of a root server's spawn
-	bwrapJoined                            bool     // bwrap was moved into it right after start
-	spawner                                *spawner // bwrap is started by it, born in its cgroup
-}
-
-// StartSpawner prepares, in the background, a thread that starts this
-// session's sandboxes inside one session pids cgroup, so later spawns pay
-// no cgroup migration. For long-lived sessions of a root server on cgroup
-// v1; elsewhere, or until it is ready, spawns use a cgroup per spawn.
-// Close stops it.
-func (s *Launcher) StartSpawner() {
-	if !s.p.Load().host.RunAsRoot {
-		return
-	}
-	s.spawnerOnce.Do(func() {
-		s.cleanup.Add(1)
-		go func() {
-			defer s.cleanup.Done()
-			sp, err := newSpawner(s.p.Load().Limits().Procs)
-			if err != nil {
-				return
-			}
-			s.mu.Lock()
-			closed := s.closed
-			if !closed {
-				s.spawner.Store(sp)
-			}
-			s.mu.Unlock()
-			if closed {
-				sp.stop()
-			}
-		}()
-	})
-}
-
-func (f *spawnFiles) closeChildEnds() {
-	f.seccompR.Close()
-	f.infoW.Close()
-	f.blockR.Close()
-}
-
-func (s *Launcher) sandboxFiles() (*spawnFiles, error) {
+func (b *osBackend) openFiles(s *Launcher, f *osSpawn) error {
 	prog, err := SeccompProgram()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	f := &spawnFiles{}
 	var w *os.File
 	if f.seccompR, w, err = os.Pipe(); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := w.Write(prog); err != nil {
 		w.Close()
-		return nil, fmt.Errorf("write seccomp program: %w", err)
+		f.seccompR.Close()
+		return fmt.Errorf("write seccomp program: %w", err)
 	}
 	w.Close()
 	if f.infoR, f.infoW, err = os.Pipe(); err != nil {
-		return nil, err
+		f.seccompR.Close()
+		return err
 	}
 	if f.blockR, f.blockW, err = os.Pipe(); err != nil {
-		return nil, err
+		f.seccompR.Close()
+		f.infoR.Close()
+		f.infoW.Close()
+		return err
 	}
 	if s.p.Load().host.RunAsRoot {
 		// RLIMIT_NPROC does not bind host uid 0; a pids cgroup does.
 		// Where no pids controller can be used (a container with a
 		// read-only cgroupfs, say) the spawn goes ahead without a process
 		// cap; the probe reports it as "process limit: none".
-		if sp := s.spawner.Load(); sp != nil {
+		if sp := b.spawner.Load(); sp != nil {
 			f.cgroup, f.spawner, f.bwrapJoined = sp.dir, sp, true
 		} else if f.cgroup, err = newPidsCgroup(s.p.Load().Limits().Procs); err != nil {
 			f.cgroup = ""
 		}
 	}
-	return f, nil
+	return nil
 }
 
-func (s *Launcher) wait(ctx context.Context, cmd *exec.Cmd, f *spawnFiles, onStart func()) (Result, error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return Result{ExitCode: -1}, errors.New("session closed")
-	}
-	start := time.Now()
-	var err error
-	if f != nil && f.spawner != nil {
-		err = f.spawner.start(cmd)
-	} else {
-		err = cmd.Start()
-	}
-	if err != nil {
-		s.mu.Unlock()
-		if f != nil {
-			f.closeChildEnds()
-			f.infoR.Close()
-			f.blockW.Close()
-		}
-		return Result{ExitCode: -1}, fmt.Errorf("start %s: %w", filepath.Base(cmd.Path), err)
-	}
-	s.running[cmd] = 0
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.running, cmd)
-		s.mu.Unlock()
-	}()
-
-	if f != nil {
-		f.closeChildEnds()
-		if f.cgroup != "" && f.spawner == nil {
-			// Removed off the result's path: the kernel may take a few
-			// milliseconds to release the last exited task.
-			s.cleanup.Add(1)
-			defer func() {
-				go func() {
-					defer s.cleanup.Done()
-					removePidsCgroup(f.cgroup)
-				}()
-			}()
-			// Move bwrap now, while it is still starting: the migration
-			// (which can wait for an RCU grace period) overlaps its start,
-			// and the sandbox it clones is born inside. release checks.
-			f.bwrapJoined = joinPidsCgroup(f.cgroup, cmd.Process.Pid) == nil
-		}
-		pid, err := s.release(cmd.Process.Pid, f, onStart)
-		if err != nil {
-			// Kill before the block pipe closes: bwrap treats EOF on it as
-			// the go-ahead.
-			killTree(cmd, pid)
-			f.blockW.Close()
-			_ = cmd.Wait()
-			if errors.Is(err, unix.ESRCH) && cmd.ProcessState != nil {
-				// The sandbox vanished before it was released: say how
-				// bubblewrap itself ended (a rare failure under load,
-				// not yet explained).
-				err = fmt.Errorf("%w (bubblewrap: %s)", err, cmd.ProcessState)
-			}
-			return Result{ExitCode: -1}, err
-		}
-		f.blockW.Close()
-		s.mu.Lock()
-		s.running[cmd] = pid
-		s.mu.Unlock()
-	}
-
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var res Result
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		s.mu.Lock()
-		killTree(cmd, s.running[cmd])
-		s.mu.Unlock()
-		err = <-done
-		res.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
-	}
-	res.Duration = time.Since(start)
-	res.ExitCode = cmd.ProcessState.ExitCode()
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		res.Signal = ws.Signal().String()
-		res.ExitCode = 128 + int(ws.Signal())
-	}
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
-		return res, err
-	}
-	return res, nil
+func (f *osSpawn) closeChildEnds() {
+	f.seccompR.Close()
+	f.infoW.Close()
+	f.blockR.Close()
 }
 
 // release reads bubblewrap's info (the sandbox init's host pid), applies the
-// resource limits to it before it execs the command, then lets it go. The
-// caller closes the block pipe, after killing the spawn if release failed.
-func (s *Launcher) release(bwrapPID int, f *spawnFiles, onStart func()) (int, error) {
+// resource limits to it before it execs the command, then lets it go. On
+// failure it kills the spawn before the block pipe closes (bwrap treats EOF
+// on it as the go-ahead) and waits for it.
+func (b *osBackend) release(s *Launcher, sp *spawn, onStart func()) error {
+	f, cmd := &sp.os, sp.cmd
+	if f.cgroup != "" && !f.bwrapJoined {
+		// Move bwrap now, while it is still starting: the migration (which
+		// can wait for an RCU grace period) overlaps its start, and the
+		// sandbox it clones is born inside. hold checks.
+		f.bwrapJoined = joinPidsCgroup(f.cgroup, cmd.Process.Pid) == nil
+	}
+	pid, err := b.hold(s, cmd.Process.Pid, f, onStart)
+	if err != nil {
+		s.mu.Lock()
+		sp.pid = pid
+		killTree(sp)
+		s.mu.Unlock()
+		f.blockW.Close()
+		_ = cmd.Wait()
+		if errors.Is(err, unix.ESRCH) && cmd.ProcessState != nil {
+			// The sandbox vanished before it was released: say how
+			// bubblewrap itself ended (a rare failure under load, not
+			// yet explained).
+			err = fmt.Errorf("%w (bubblewrap: %s)", err, cmd.ProcessState)
+		}
+		return err
+	}
+	f.blockW.Close()
+	s.mu.Lock()
+	sp.pid = pid
+	s.mu.Unlock()
+	return nil
+}
+
+// hold does release's work while bwrap holds the sandbox: it returns the
+// sandbox init's pid.
+func (b *osBackend) hold(s *Launcher, bwrapPID int, f *osSpawn, onStart func()) (int, error) {
 	// bwrap writes the rest of its info later; a closed pipe would kill it
 	// with SIGPIPE, so the rest is drained and dropped.
 	defer func() {
@@ -399,7 +230,7 @@ func (s *Launcher) release(bwrapPID int, f *spawnFiles, onStart func()) (int, er
 	if err != nil {
 		return 0, fmt.Errorf("%w: bubblewrap exited before the sandbox existed (its message is above)", ErrSandboxSetup)
 	}
-	info := struct{ ChildPID int }{pid}
+	Phase("limits")
 	lim := s.p.Load().Limits()
 	for _, r := range []struct {
 		res int
@@ -412,38 +243,84 @@ func (s *Launcher) release(bwrapPID int, f *spawnFiles, onStart func()) (int, er
 		{unix.RLIMIT_CORE, 0},
 	} {
 		var cur unix.Rlimit
-		if err := unix.Prlimit(info.ChildPID, r.res, nil, &cur); err != nil {
-			return info.ChildPID, fmt.Errorf("%w: read resource limit %d: %w", ErrSandboxSetup, r.res, err)
+		if err := unix.Prlimit(pid, r.res, nil, &cur); err != nil {
+			return pid, fmt.Errorf("%w: read resource limit %d: %w", ErrSandboxSetup, r.res, err)
 		}
 		// Never above the hard limit the server itself got: lowering is
 		// always allowed, raising is not.
 		v := min(uint64(r.v), cur.Max)
 		rl := unix.Rlimit{Cur: v, Max: v}
-		if err := unix.Prlimit(info.ChildPID, r.res, &rl, nil); err != nil {
-			return info.ChildPID, fmt.Errorf("%w: set resource limit %d: %v", ErrSandboxSetup, r.res, err)
+		if err := unix.Prlimit(pid, r.res, &rl, nil); err != nil {
+			return pid, fmt.Errorf("%w: set resource limit %d: %v", ErrSandboxSetup, r.res, err)
 		}
 	}
 	if f.cgroup != "" {
 		// bwrap itself and the held init: every later fork lands inside.
 		// The init is moved too unless it was born there (bwrap joined
 		// before it cloned).
-		pids := []int{info.ChildPID}
+		pids := []int{pid}
 		if !f.bwrapJoined {
 			pids = append(pids, bwrapPID)
-		} else if inCgroup(info.ChildPID, f.cgroup) {
+		} else if inCgroup(pid, f.cgroup) {
 			pids = nil
 		}
 		if err := joinPidsCgroup(f.cgroup, pids...); err != nil {
-			return info.ChildPID, fmt.Errorf("%w: %v", ErrSandboxSetup, err)
+			return pid, fmt.Errorf("%w: %v", ErrSandboxSetup, err)
 		}
 	}
 	if onStart != nil {
 		onStart()
 	}
 	if _, err := f.blockW.Write([]byte{1}); err != nil {
-		return info.ChildPID, fmt.Errorf("%w: release sandbox: %v", ErrSandboxSetup, err)
+		return pid, fmt.Errorf("%w: release sandbox: %v", ErrSandboxSetup, err)
 	}
-	return info.ChildPID, nil
+	return pid, nil
+}
+
+// end removes a per-spawn cgroup, off the result's path: the kernel may
+// take a few milliseconds to release the last exited task. close waits.
+func (b *osBackend) end(s *Launcher, sp *spawn) {
+	if f := &sp.os; f.cgroup != "" && f.spawner == nil {
+		b.cleanup.Add(1)
+		go func() {
+			defer b.cleanup.Done()
+			removePidsCgroup(f.cgroup)
+		}()
+	}
+}
+
+func (b *osBackend) startSpawner(s *Launcher) {
+	if !s.p.Load().host.RunAsRoot {
+		return
+	}
+	b.spawnerOnce.Do(func() {
+		b.cleanup.Add(1)
+		go func() {
+			defer b.cleanup.Done()
+			sp, err := newSpawner(s.p.Load().Limits().Procs)
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			closed := s.closed
+			if !closed {
+				b.spawner.Store(sp)
+			}
+			s.mu.Unlock()
+			if closed {
+				sp.stop()
+			}
+		}()
+	})
+}
+
+func (b *osBackend) close(s *Launcher) {
+	Phase("close-wait")
+	b.cleanup.Wait()
+	b.spawnerOnce.Do(func() {}) // no spawner may start after Close
+	if sp := b.spawner.Swap(nil); sp != nil {
+		sp.stop()
+	}
 }
 
 var childPIDRE = regexp.MustCompile(`"child-pid"\s*:\s*(\d+)`)
@@ -468,23 +345,6 @@ func readChildPID(r io.Reader) (int, error) {
 	}
 	return 0, errors.New("no child-pid in bwrap info")
 }
-
-// killTree kills a spawn and everything below it. For a sandbox, killing
-// its PID-namespace init kills every process in the namespace, including
-// children that detached with setsid; bwrap then exits.
-func killTree(cmd *exec.Cmd, initPID int) {
-	if initPID > 0 {
-		_ = unix.Kill(initPID, unix.SIGKILL)
-	}
-	if cmd.Process != nil {
-		if cmd.SysProcAttr != nil && cmd.SysProcAttr.Setpgid {
-			_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
-		}
-		_ = cmd.Process.Kill()
-	}
-}
-
-var sealOnce = sync.OnceValue(SealInheritedFDs)
 
 // SealInheritedFDs marks every descriptor above stderr close-on-exec, so
 // nothing the server inherited from its own parent reaches a sandbox.

@@ -3,34 +3,29 @@
 package confine
 
 import (
-	"context"
 	"errors"
-	"os"
+	"syscall"
 )
 
 var errNoBackend = errors.New("no sandbox backend in this build")
 
-// Session is unavailable outside Linux and macOS in this build.
-type Launcher struct{ p *Policy }
+// osBackend: no sandbox backend outside Linux and macOS in this build, so
+// NewLauncher fails and nothing else is reached.
+type osBackend struct{}
 
-func NewLauncher(p *Policy, envPassthrough []string) (*Launcher, error) { return nil, errNoBackend }
-func NewLauncherUnder(p *Policy, envPassthrough []string, parent string) (*Launcher, error) {
+type osSpawn struct{}
+
+func (b *osBackend) ready() error { return errNoBackend }
+func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over map[string]string) (*Prepared, error) {
 	return nil, errNoBackend
 }
-func (s *Launcher) Policy() *Policy         { return s.p }
-func (s *Launcher) Scratch() string         { return os.TempDir() }
-func (s *Launcher) Close() error            { return nil }
-func (s *Launcher) Narrow(np *Policy) error { return errNoBackend }
-
-// SetEgress is unavailable outside Linux and macOS in this build.
-func (s *Launcher) SetEgress(b EgressBridge) error { return errNoBackend }
-
-func (s *Launcher) Prepare(c Command) (*Prepared, error) { return nil, errNoBackend }
-func (s *Launcher) Run(ctx context.Context, c Command) (Result, error) {
-	return Result{ExitCode: -1}, errNoBackend
-}
+func (b *osBackend) setEgress(s *Launcher, eg EgressBridge) error         { return errNoBackend }
+func (b *osBackend) start(s *Launcher, sp *spawn, onStart func()) error   { return errNoBackend }
+func (b *osBackend) release(s *Launcher, sp *spawn, onStart func()) error { return errNoBackend }
+func (b *osBackend) end(s *Launcher, sp *spawn)                           {}
+func (b *osBackend) startSpawner(s *Launcher)                             {}
+func (b *osBackend) close(s *Launcher)                                    {}
+func procAttr(sandboxed bool) *syscall.SysProcAttr                        { return &syscall.SysProcAttr{Setpgid: true} }
 
 // SealInheritedFDs is a no-op outside Linux and macOS in this build.
 func SealInheritedFDs() error { return nil }
-
-func (s *Launcher) StartSpawner() {}

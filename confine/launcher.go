@@ -1,0 +1,395 @@
+package confine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Launcher is one sandbox session: a policy, a private scratch directory and
+// the processes started under it. Every process the server starts goes
+// through Launcher.Run.
+//
+// One Launcher serves every OS. What differs is its backend (osBackend, one
+// per build): launcher_linux.go starts bubblewrap, launcher_darwin.go
+// sandbox-exec, launcher_other.go nothing. The Launcher itself keeps the
+// scratch, the policy and its narrowing, the table of running processes,
+// Close, and the steps every Run takes: the git sweep around the spawn, the
+// common part of Prepare, the start under the lock, the wait, the timeout
+// and the result.
+type Launcher struct {
+	p       atomic.Pointer[Policy]
+	scratch string
+	envPass []string // extra variable names a trusted layer lets through
+	// hideBeside is the server-private parent of the scratch, hidden in
+	// every sandbox but for the scratch itself ("" when not isolated).
+	hideBeside string
+
+	mu      sync.Mutex // guards what follows, and the backend's egress state
+	running map[*spawn]struct{}
+	closed  bool
+	egress  *EgressBridge
+	exe     string // this binary: the egress relay (Linux), the connect helper (macOS)
+
+	be osBackend
+}
+
+// backend is the per-OS half of a Launcher, implemented once per build by
+// osBackend. Besides it each OS file defines procAttr (the spawn's process
+// attributes) and SealInheritedFDs.
+type backend interface {
+	// ready says whether this build can start a sandbox at all;
+	// NewLauncher fails when it cannot.
+	ready() error
+	// prepare builds the sandboxed spawn of c under p (a mode other than
+	// off): the wrapper's argv (bwrap, sandbox-exec), the environment
+	// (over holds what every spawn sets) and the mount plan or profile.
+	prepare(s *Launcher, p *Policy, c Command, dir string, over map[string]string) (*Prepared, error)
+	// setEgress readies what later sandboxes use to reach the session's
+	// proxies (macOS: two loopback forwarders). Called with s.mu held.
+	setEgress(s *Launcher, b EgressBridge) error
+	// start starts a sandboxed spawn, with s.mu held (so Close cannot miss
+	// it). A backend that cannot hold a started sandbox before its command
+	// runs (macOS) calls onStart first.
+	start(s *Launcher, sp *spawn, onStart func()) error
+	// release confines the started sandbox (resource limits, the process
+	// cgroup), calls onStart and lets the command run; it sets sp.pid
+	// (under s.mu) to the process whose death ends the sandbox. On failure
+	// it has killed the spawn and waited for it.
+	release(s *Launcher, sp *spawn, onStart func()) error
+	// end runs once a started spawn is over (or failed to start).
+	end(s *Launcher, sp *spawn)
+	// startSpawner: see Launcher.StartSpawner.
+	startSpawner(s *Launcher)
+	// close releases what the backend holds, once Close killed every
+	// process.
+	close(s *Launcher)
+}
+
+var _ backend = (*osBackend)(nil)
+
+// spawn is one started process.
+type spawn struct {
+	cmd       *exec.Cmd
+	sandboxed bool
+	// pid, once released, is the sandbox's init (Linux): killing it ends
+	// every process in the sandbox's PID namespace. Guarded by the
+	// launcher's lock.
+	pid int
+	os  osSpawn // the backend's own state
+}
+
+// NewLauncher creates the session's scratch directory (mode 0700).
+func NewLauncher(p *Policy, envPassthrough []string) (*Launcher, error) {
+	return NewLauncherUnder(p, envPassthrough, "")
+}
+
+// NewLauncherUnder is NewLauncher with the scratch created in parent, a
+// directory private to one server that holds the scratch of each of its
+// sessions: the session's sandboxes see parent as an empty directory but
+// for their own scratch (sibling sessions' scratch and bridge sockets are
+// hidden). "" is NewLauncher.
+func NewLauncherUnder(p *Policy, envPassthrough []string, parent string) (*Launcher, error) {
+	var be osBackend
+	if err := be.ready(); err != nil {
+		return nil, err
+	}
+	root := p.ScratchRoot()
+	if root == "" {
+		root = os.TempDir()
+	}
+	if parent != "" {
+		root = parent
+	}
+	dir, err := os.MkdirTemp(root, "evener-mcp-")
+	if err != nil {
+		return nil, fmt.Errorf("create scratch: %w", err)
+	}
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return nil, fmt.Errorf("resolve scratch: %w", err)
+	}
+	if p.Mode() != ModeOff && underAny(dir, p.WriteRoots()) {
+		_ = os.Remove(dir)
+		return nil, fmt.Errorf("scratch %s lies inside a write root; set TMPDIR elsewhere", dir)
+	}
+	if err := sealOnce(); err != nil {
+		return nil, fmt.Errorf("seal inherited descriptors: %w", err)
+	}
+	s := &Launcher{scratch: dir, running: map[*spawn]struct{}{}, envPass: envPassthrough}
+	if parent != "" {
+		s.hideBeside = filepath.Dir(dir)
+	}
+	s.p.Store(p)
+	return s, nil
+}
+
+func (s *Launcher) Policy() *Policy { return s.p.Load() }
+func (s *Launcher) Scratch() string { return s.scratch }
+
+// Narrow makes later spawns follow np, which must be no wider than the
+// current policy: the same or a stricter mode, the network kept or turned
+// off, the worktree kept or narrowed to a directory inside it. Processes
+// already running keep the sandbox they started in.
+func (s *Launcher) Narrow(np *Policy) error {
+	cur := s.p.Load()
+	switch {
+	case !np.Mode().NoWiderThan(cur.Mode()):
+		return fmt.Errorf("narrow: mode %s is wider than %s", np.Mode(), cur.Mode())
+	case cur.Network() == NetworkOff && np.Network() != NetworkOff:
+		return errors.New("narrow: the network cannot be turned on")
+	case !Within(np.Workdir(), cur.Workdir()):
+		return errors.New("narrow: the worktree cannot move outside the current one")
+	case len(np.AddDirs()) > len(cur.AddDirs()):
+		return errors.New("narrow: roots cannot be added")
+	case cur.WritesBlocked() && !np.WritesBlocked():
+		return errors.New("narrow: blocked writes cannot be unblocked")
+	}
+	s.p.Store(np)
+	return nil
+}
+
+// SetEgress hands the launcher the bridge to the session's proxies. With
+// the network on, a sandboxed spawn without one is refused.
+func (s *Launcher) SetEgress(b EgressBridge) error {
+	exe, err := relayBinary()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.be.setEgress(s, b); err != nil {
+		return err
+	}
+	s.egress, s.exe = &b, exe
+	return nil
+}
+
+// StartSpawner prepares, in the background, a thread that starts this
+// session's sandboxes inside one session pids cgroup, so later spawns pay
+// no cgroup migration. For long-lived sessions of a root server on cgroup
+// v1 (Linux); elsewhere it does nothing, and until it is ready spawns use a
+// cgroup per spawn. Close stops it.
+func (s *Launcher) StartSpawner() { s.be.startSpawner(s) }
+
+// Close kills every process still running under the session, releases
+// what its backend holds and removes its scratch directory.
+func (s *Launcher) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for sp := range s.running {
+		killTree(sp)
+	}
+	s.mu.Unlock()
+	s.be.close(s)
+	Phase("rm-scratch")
+	return removeAllForce(s.scratch)
+}
+
+// Prepare resolves c against the policy: working directory, environment
+// floor and, for a sandboxed spawn, the backend's argv and its mount plan
+// or profile.
+func (s *Launcher) Prepare(c Command) (*Prepared, error) {
+	if len(c.Args) == 0 {
+		return nil, errors.New("no command")
+	}
+	p := s.p.Load()
+	dir, err := s.resolveDir(c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	over := map[string]string{"PWD": dir}
+	for k, v := range c.Env {
+		over[k] = v
+	}
+	over["TMPDIR"] = s.scratch
+	over["EVENER_SCRATCH_DIR"] = s.scratch
+	if p.Mode() == ModeOff {
+		env := EnvFloor(p.env, s.envPass, ModeOff, over, nil)
+		path, err := exec.LookPath(c.Args[0])
+		if err != nil {
+			return nil, err
+		}
+		return &Prepared{Path: path, Args: c.Args, Env: env, Dir: dir}, nil
+	}
+	return s.be.prepare(s, p, c, dir, over)
+}
+
+// grantedRoots are where KUBECONFIG may point and survive: the worktree,
+// and the extra roots outside restricted mode.
+func grantedRoots(p *Policy) []string {
+	granted := []string{p.Workdir()}
+	if p.Mode() != ModeRestricted {
+		granted = append(granted, p.AddDirs()...)
+	}
+	return granted
+}
+
+// resolveDir places the working directory inside the worktree, a write root
+// or the scratch; never elsewhere.
+func (s *Launcher) resolveDir(d string) (string, error) {
+	p := s.p.Load()
+	wd := p.Workdir()
+	if d == "" {
+		return wd, nil
+	}
+	if !filepath.IsAbs(d) {
+		d = filepath.Join(wd, d)
+	}
+	d = filepath.Clean(d)
+	if p.Mode() != ModeOff && !underAny(d, append(append(p.WriteRoots(), wd, s.scratch), p.AddDirs()...)) {
+		return "", fmt.Errorf("working directory %s is outside the worktree", d)
+	}
+	r, err := filepath.EvalSymlinks(d)
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	if p.Mode() != ModeOff && !underAny(r, append(append(p.WriteRoots(), wd, s.scratch), p.AddDirs()...)) {
+		return "", fmt.Errorf("working directory %s resolves outside the worktree", d)
+	}
+	return r, nil
+}
+
+// Run starts c under the policy and waits for it. A timeout or a cancelled
+// ctx kills the whole tree (Linux: the sandbox's PID namespace dies with its
+// init; macOS: the command's process group).
+func (s *Launcher) Run(ctx context.Context, c Command) (res Result, err error) {
+	// After the spawn, whatever it ran, the git sweep sets aside any
+	// repository it left for the user's git to run (gitsweep.go; Linux).
+	Phase("sweep-begin")
+	sw, err := s.sweepBegin()
+	if err != nil {
+		return Result{ExitCode: -1}, err
+	}
+	defer func() {
+		Phase("sweep-end")
+		res.Quarantined = sw.end()
+		Phase("swept")
+		FlushPhases()
+	}()
+	Phase("prepare")
+	pr, err := s.Prepare(c)
+	if err != nil {
+		return Result{ExitCode: -1}, err
+	}
+	if c.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+	}
+	cmd := &exec.Cmd{Path: pr.Path, Args: pr.Args, Env: pr.Env, Dir: pr.Dir,
+		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, WaitDelay: 2 * time.Second,
+		SysProcAttr: procAttr(pr.Sandboxed)}
+	return s.launch(ctx, &spawn{cmd: cmd, sandboxed: pr.Sandboxed}, c.OnStart)
+}
+
+// launch starts sp, releases it into its sandbox and waits for it.
+func (s *Launcher) launch(ctx context.Context, sp *spawn, onStart func()) (Result, error) {
+	cmd := sp.cmd
+	Phase("start")
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Result{ExitCode: -1}, errors.New("session closed")
+	}
+	start := time.Now()
+	var err error
+	if sp.sandboxed {
+		err = s.be.start(s, sp, onStart)
+		defer s.be.end(s, sp)
+	} else {
+		if onStart != nil {
+			onStart()
+		}
+		if err = cmd.Start(); err != nil {
+			err = fmt.Errorf("start %s: %w", filepath.Base(cmd.Path), err)
+		}
+	}
+	if err != nil {
+		s.mu.Unlock()
+		return Result{ExitCode: -1}, err
+	}
+	s.running[sp] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, sp)
+		s.mu.Unlock()
+	}()
+	if sp.sandboxed {
+		Phase("release")
+		if err := s.be.release(s, sp, onStart); err != nil {
+			return Result{ExitCode: -1}, err
+		}
+		Phase("wait")
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var res Result
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		killTree(sp)
+		s.mu.Unlock()
+		err = <-done
+		res.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
+	}
+	Phase("waited")
+	res.Duration = time.Since(start)
+	res.ExitCode = cmd.ProcessState.ExitCode()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		res.Signal = ws.Signal().String()
+		res.ExitCode = 128 + int(ws.Signal())
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
+		return res, err
+	}
+	return res, nil
+}
+
+// killTree kills a spawn and everything below it: the sandbox's init when
+// known (on Linux killing it kills every process in the PID namespace,
+// including children that detached with setsid; bwrap then exits), the
+// process group of a spawn that leads one, and the process itself.
+// Callers hold the launcher's lock (sp.pid).
+func killTree(sp *spawn) {
+	if sp.pid > 0 {
+		_ = unix.Kill(sp.pid, unix.SIGKILL)
+	}
+	cmd := sp.cmd
+	if cmd.Process != nil {
+		if cmd.SysProcAttr != nil && cmd.SysProcAttr.Setpgid {
+			_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+		}
+		_ = cmd.Process.Kill()
+	}
+}
+
+var sealOnce = sync.OnceValue(SealInheritedFDs)
+
+// removeAllForce removes dir even when a command left read-only directories
+// in it (the Go module cache does).
+func removeAllForce(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
