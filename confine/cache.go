@@ -57,7 +57,7 @@ func overlayCacheRoots(p *Policy, scratch string) []string {
 		if k, _ := lstatKind(c); k != PathDir {
 			continue
 		}
-		if SharedTreeGuard(c, home, p.Workdir(), tempRoots(p.env)) != nil {
+		if sharedTreeGuard(c, home, p.Workdir(), tempRoots(p.env)) != nil {
 			continue
 		}
 		if underAny(c, persistent) || slices.ContainsFunc(persistent, func(w string) bool { return Within(w, c) }) {

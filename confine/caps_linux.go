@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ServerDroppedCaps are the capabilities a server started by root gives up
+// serverDroppedCaps are the capabilities a server started by root gives up
 // at start, in every thread: those that let a process read, write or
 // relabel files its uid does not own (README "What is enforced"). The
 // in-process file layer then reaches exactly what kernel uid 0 without
@@ -24,7 +24,7 @@ import (
 // uid 0, gets its full permitted set back from it (execve(2), "Capabilities
 // and execution of programs by root"), as the pids cgroup code needs no
 // capability but uid 0's ownership of cgroupfs.
-var ServerDroppedCaps = []int{
+var serverDroppedCaps = []int{
 	unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH, unix.CAP_FOWNER,
 	unix.CAP_FSETID, unix.CAP_LINUX_IMMUTABLE, unix.CAP_MKNOD,
 }
@@ -36,7 +36,7 @@ var (
 	capData   [2]unix.CapUserData
 )
 
-// DropServerCapabilities removes ServerDroppedCaps from the effective and
+// DropServerCapabilities removes serverDroppedCaps from the effective and
 // permitted sets of every thread of this process when it runs as euid 0,
 // and checks that they are gone from each. For any other euid it does
 // nothing. It must run before any file access; it fails when it cannot
@@ -49,7 +49,7 @@ func DropServerCapabilities() error {
 	if err := unix.Capget(&capHeader, &capData[0]); err != nil {
 		return fmt.Errorf("read capabilities: %w", err)
 	}
-	for _, c := range ServerDroppedCaps {
+	for _, c := range serverDroppedCaps {
 		capData[c/32].Effective &^= 1 << (c % 32)
 		capData[c/32].Permitted &^= 1 << (c % 32)
 	}
@@ -68,7 +68,7 @@ func DropServerCapabilities() error {
 // verifyThreadCaps reads every thread's CapEff and CapPrm from procfs.
 func verifyThreadCaps() error {
 	var mask uint64
-	for _, c := range ServerDroppedCaps {
+	for _, c := range serverDroppedCaps {
 		mask |= 1 << c
 	}
 	tasks, err := os.ReadDir("/proc/self/task")

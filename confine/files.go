@@ -100,18 +100,18 @@ type FileAccessOptions struct {
 }
 
 const (
-	DefaultMaxReadBytes  int64 = 10 << 20
-	DefaultMaxWriteBytes int64 = 10 << 20
+	defaultMaxReadBytes  int64 = 10 << 20
+	defaultMaxWriteBytes int64 = 10 << 20
 	defaultDenyRefresh         = 2 * time.Second
 	defaultMaxDirNames         = 1 << 20
 )
 
 func (o FileAccessOptions) withDefaults() FileAccessOptions {
 	if o.MaxReadBytes <= 0 {
-		o.MaxReadBytes = DefaultMaxReadBytes
+		o.MaxReadBytes = defaultMaxReadBytes
 	}
 	if o.MaxWriteBytes <= 0 {
-		o.MaxWriteBytes = DefaultMaxWriteBytes
+		o.MaxWriteBytes = defaultMaxWriteBytes
 	}
 	if o.DenyRefresh == 0 {
 		o.DenyRefresh = defaultDenyRefresh

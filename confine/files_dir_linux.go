@@ -68,9 +68,6 @@ func (fa *FileAccess) OpenDir(path string) (*Dir, error) {
 // Display is the directory's path as the model should see it.
 func (d *Dir) Display() string { return d.display }
 
-// Real is the directory's real location when it was opened.
-func (d *Dir) Real() string { return d.real }
-
 // Close releases the directory.
 func (d *Dir) Close() error {
 	d.mu.Lock()

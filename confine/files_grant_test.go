@@ -44,11 +44,11 @@ func TestGrant(t *testing.T) {
 		os.Remove(filepath.Join(f.sib, "new.txt"))
 
 		for _, dir := range []string{filepath.Join(f.home, ".ssh"), "/proc", "/proc/self", f.wt + "/linkdir", "relative", f.sib + "/../x"} {
-			if g, err := fa.Grant(dir); err == nil || !errors.Is(err, ErrNotGrantable) {
+			if g, err := fa.Grant(dir); err == nil || !errors.Is(err, errNotGrantable) {
 				if g != nil {
 					g.Close()
 				}
-				t.Errorf("%s: Grant(%s) = %v, want ErrNotGrantable", mode, dir, err)
+				t.Errorf("%s: Grant(%s) = %v, want errNotGrantable", mode, dir, err)
 			}
 		}
 		// A grant of a directory holding a secret still masks the secret.
@@ -63,8 +63,8 @@ func TestGrant(t *testing.T) {
 		g.Close()
 	}
 	for _, mode := range []Mode{ModeReadOnly, ModeOff} {
-		if _, err := f.access(t, mode).Grant(f.sib); !errors.Is(err, ErrNotGrantable) {
-			t.Errorf("%s: Grant = %v, want ErrNotGrantable", mode, err)
+		if _, err := f.access(t, mode).Grant(f.sib); !errors.Is(err, errNotGrantable) {
+			t.Errorf("%s: Grant = %v, want errNotGrantable", mode, err)
 		}
 	}
 }
@@ -93,7 +93,7 @@ func TestFileAccessWritesBlocked(t *testing.T) {
 	if _, err := fa.WriteFile(filepath.Join(f.scratch, "ok"), []byte("x"), WriteOptions{}); err != nil {
 		t.Errorf("write in the scratch: %v", err)
 	}
-	if g, err := fa.Grant(f.sib); !errors.Is(err, ErrNotGrantable) {
+	if g, err := fa.Grant(f.sib); !errors.Is(err, errNotGrantable) {
 		if g != nil {
 			g.Close()
 		}

@@ -47,7 +47,7 @@ type FileAccess struct {
 	adds    []heldRoot
 	scr     *heldRoot
 	grants  []heldRoot // directories a human approved for this access (Grant)
-	deny    []string   // credential entries: p.Denylist() + SystemSecrets
+	deny    []string   // credential entries: p.Denylist() + systemSecrets
 
 	writesBlocked bool // Policy.WritesBlocked: restricted reads, no writes but the scratch
 
@@ -128,7 +128,7 @@ func NewFileAccessWith(p *Policy, scratch string, o FileAccessOptions) (fa *File
 		}
 		fa.scr = &r
 	}
-	fa.deny = append(p.Denylist(), SystemSecrets...)
+	fa.deny = append(p.Denylist(), systemSecrets...)
 	if fa.opts.HideBeside != "" && fa.mode != ModeOff {
 		if fa.hide, err = filepath.EvalSymlinks(fa.opts.HideBeside); err != nil {
 			return nil, fmt.Errorf("file access: hidden scratch parent: %w", err)
@@ -163,11 +163,11 @@ func (fa *FileAccess) allRoots() []*heldRoot {
 	return out
 }
 
-// ErrNotGrantable is returned by Grant for a directory no approval may
+// errNotGrantable is returned by Grant for a directory no approval may
 // open: a masked path, a pseudo-filesystem, a path that does not resolve
 // to a directory without symlinks, or any directory in read-only or off
 // mode.
-var ErrNotGrantable = errors.New("not grantable")
+var errNotGrantable = errors.New("not grantable")
 
 // Grant returns a new FileAccess that also treats dir as a root for reads
 // (restricted) and writes (workspace-write, restricted): the escalation a
@@ -177,18 +177,18 @@ var ErrNotGrantable = errors.New("not grantable")
 // the result after the one operation.
 func (fa *FileAccess) Grant(dir string) (*FileAccess, error) {
 	if fa.mode != ModeWorkspaceWrite && fa.mode != ModeRestricted || fa.writesBlocked {
-		return nil, fmt.Errorf("grant in %s mode: %w", fa.mode, ErrNotGrantable)
+		return nil, fmt.Errorf("grant in %s mode: %w", fa.mode, errNotGrantable)
 	}
 	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
-		return nil, fmt.Errorf("grant: path is not absolute and clean: %w", ErrNotGrantable)
+		return nil, fmt.Errorf("grant: path is not absolute and clean: %w", errNotGrantable)
 	}
 	ds := fa.denyNow()
 	if ds.deniedPath(dir) {
-		return nil, fmt.Errorf("grant: masked: %w", ErrNotGrantable)
+		return nil, fmt.Errorf("grant: masked: %w", errNotGrantable)
 	}
 	fd, err := openat2Retry(unix.AT_FDCWD, dir, unix.O_PATH|unix.O_DIRECTORY, unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS)
 	if err != nil {
-		return nil, fmt.Errorf("grant: %w: %w", ErrNotGrantable, err)
+		return nil, fmt.Errorf("grant: %w: %w", errNotGrantable, err)
 	}
 	g := heldRoot{path: dir, fd: fd}
 	var st unix.Stat_t
@@ -205,7 +205,7 @@ func (fa *FileAccess) Grant(dir string) (*FileAccess, error) {
 	}
 	if sfs.Type == unix.PROC_SUPER_MAGIC || sfs.Type == unix.SYSFS_MAGIC || ds.deniedPath(g.real) || ds.deniedStat(&st) {
 		unix.Close(fd)
-		return nil, fmt.Errorf("grant: masked: %w", ErrNotGrantable)
+		return nil, fmt.Errorf("grant: masked: %w", errNotGrantable)
 	}
 	out, err := NewFileAccessWith(fa.pol, fa.scratchArg, fa.opts)
 	if err != nil {

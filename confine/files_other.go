@@ -17,14 +17,14 @@ func NewFileAccessWith(p *Policy, scratch string, o FileAccessOptions) (*FileAcc
 	return nil, errNoFileAccess
 }
 
-// ErrNotGrantable: see the Linux build.
-var ErrNotGrantable = errors.New("not grantable")
+// errNotGrantable: see the Linux build.
+var errNotGrantable = errors.New("not grantable")
 
 func (fa *FileAccess) Grant(dir string) (*FileAccess, error) { return nil, errNoFileAccess }
 func (fa *FileAccess) Close() error                          { return nil }
 func (fa *FileAccess) Mode() Mode                            { return ModeOff }
-func (fa *FileAccess) MaxReadBytes() int64                   { return DefaultMaxReadBytes }
-func (fa *FileAccess) MaxWriteBytes() int64                  { return DefaultMaxWriteBytes }
+func (fa *FileAccess) MaxReadBytes() int64                   { return defaultMaxReadBytes }
+func (fa *FileAccess) MaxWriteBytes() int64                  { return defaultMaxWriteBytes }
 func (fa *FileAccess) Scratch() string                       { return "" }
 func (fa *FileAccess) RefreshDenylist()                      {}
 func (fa *FileAccess) Resolve(path string) (abs, display string, err error) {

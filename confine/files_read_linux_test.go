@@ -136,7 +136,7 @@ func TestFileReadFileLimit(t *testing.T) {
 		t.Fatal("sparse refusal was slow")
 	}
 	fa2 := f.access(t, ModeOff)
-	if fa2.MaxReadBytes() != DefaultMaxReadBytes {
+	if fa2.MaxReadBytes() != defaultMaxReadBytes {
 		t.Fatalf("default MaxReadBytes = %d", fa2.MaxReadBytes())
 	}
 }

@@ -45,8 +45,8 @@ import (
 // the user's), and each spawn's end sweeps everything before the count
 // drops.
 
-// QuarantineSuffix is appended to what the sweep sets aside.
-const QuarantineSuffix = ".evener-quarantine"
+// quarantineSuffix is appended to what the sweep sets aside.
+const quarantineSuffix = ".evener-quarantine"
 
 // sweepMaxDepth bounds the walk (one descriptor per level). A deeper tree
 // refuses the next spawn: the sweep never skips what it cannot reach.
@@ -605,11 +605,11 @@ func sameSurfaces(before, now map[string]surface) bool {
 	return true
 }
 
-// setAside renames name in dirfd to name+QuarantineSuffix (then .1, .2, ...
+// setAside renames name in dirfd to name+quarantineSuffix (then .1, .2, ...
 // when taken), never replacing anything, and returns the new name.
 func setAside(dirfd int, name, path string) (string, error) {
 	for i := 0; i < 1000; i++ {
-		to := name + QuarantineSuffix
+		to := name + quarantineSuffix
 		if i > 0 {
 			to = fmt.Sprintf("%s.%d", to, i)
 		}

@@ -106,7 +106,7 @@ func TestSweepSetsAside(t *testing.T) {
 			t.Errorf("%s not reported:\n%s", d, joined)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(w, "sub", ".git"+QuarantineSuffix, "config"+QuarantineSuffix)); err != nil {
+	if _, err := os.Stat(filepath.Join(w, "sub", ".git"+quarantineSuffix, "config"+quarantineSuffix)); err != nil {
 		t.Errorf("the planted repository's config was not set aside: %v", err)
 	}
 	for _, d := range []string{"vendor/keep/.git", ".git"} {

@@ -16,16 +16,16 @@ import (
 // The grant is derived from the configuration, never a glob; it adds read
 // and exec, never write (a directory already under a write root stays as
 // writable as it was, no more); it is refused for a shared tree (the
-// SharedTreeGuard: at or above HOME, the worktree or a temp root, fewer
+// sharedTreeGuard: at or above HOME, the worktree or a temp root, fewer
 // than two components deep, or the same directory as an entry directly
 // under /) and for anything at or under a masked path; and masks come last
 // in the mount plan, so a denylisted subtree inside a granted directory
 // stays masked. A command the sandbox cannot serve fails that command (its
 // hook), never the session.
 
-// ErrHookRefused wraps every reason a configured infrastructure command is
+// errHookRefused wraps every reason a configured infrastructure command is
 // not run under the sandbox.
-var ErrHookRefused = errors.New("not granted to the sandbox")
+var errHookRefused = errors.New("not granted to the sandbox")
 
 // HookGrant is the resolved grant of one configured infrastructure command.
 type HookGrant struct {
@@ -95,7 +95,7 @@ func (p *Policy) judgeHook(command string) HookGrant {
 // command (as configured and resolved): the shared-tree guard, then the
 // denylist. It returns the model's and the operator's reasons, or "".
 func (p *Policy) guardHookDir(dir string, command ...string) (why, detail string) {
-	if err := SharedTreeGuard(dir, p.home, p.workdir, tempRoots(p.env)); err != nil {
+	if err := sharedTreeGuard(dir, p.home, p.workdir, tempRoots(p.env)); err != nil {
 		return sharedTreeRefusal, fmt.Sprintf("%s: %v", dir, err)
 	}
 	paths := []string{dir}
@@ -111,7 +111,7 @@ func (p *Policy) guardHookDir(dir string, command ...string) (why, detail string
 // maskedAt returns the denylisted path one of paths lies at or under, or "".
 // Every spelling of every entry counts (literal and symlink-resolved).
 func (p *Policy) maskedAt(paths ...string) string {
-	for _, d := range slices.Concat(p.deny, SystemSecrets, PseudoDenylist, infraDenied) {
+	for _, d := range slices.Concat(p.deny, systemSecrets, PseudoDenylist, infraDenied) {
 		for _, sp := range resolvedSpellings(d) {
 			for _, c := range paths {
 				if Within(c, sp) {
@@ -165,9 +165,9 @@ func (p *Policy) HookCommand(command string) (string, error) {
 	i := slices.IndexFunc(p.hookGrants, func(g HookGrant) bool { return g.Command == command })
 	switch {
 	case i < 0:
-		return "", fmt.Errorf("%w: it is not in the trusted configuration", ErrHookRefused)
+		return "", fmt.Errorf("%w: it is not in the trusted configuration", errHookRefused)
 	case p.hookGrants[i].Dir == "":
-		return "", fmt.Errorf("%w: %s", ErrHookRefused, p.hookGrants[i].Refused)
+		return "", fmt.Errorf("%w: %s", errHookRefused, p.hookGrants[i].Refused)
 	}
 	return p.hookGrants[i].Path, nil
 }

@@ -147,7 +147,7 @@ func TestResolveHookGrants(t *testing.T) {
 				t.Errorf("%s: the model's reason names a host path: %q", g.Command, g.Refused)
 			}
 			path, err := p.HookCommand(g.Command)
-			if !errors.Is(err, ErrHookRefused) || path != "" || !strings.Contains(err.Error(), refusal) {
+			if !errors.Is(err, errHookRefused) || path != "" || !strings.Contains(err.Error(), refusal) {
 				t.Errorf("InfraCommand(%s) = %q, %v; want ErrInfraRefused with %q", g.Command, path, err, refusal)
 			}
 			continue
@@ -165,7 +165,7 @@ func TestResolveHookGrants(t *testing.T) {
 	if dirs := p.HookDirs(); !slices.Equal(dirs, []string{hooks, filepath.Dir(deep)}) {
 		t.Errorf("InfraDirs() = %v, want the two granted directories once each", dirs)
 	}
-	if _, err := p.HookCommand(filepath.Join(hooks, "never-configured")); !errors.Is(err, ErrHookRefused) {
+	if _, err := p.HookCommand(filepath.Join(hooks, "never-configured")); !errors.Is(err, errHookRefused) {
 		t.Errorf("a command absent from the configuration was served: %v", err)
 	}
 
@@ -209,7 +209,7 @@ func TestInfraNarrow(t *testing.T) {
 	if got := q.HookDirs(); !slices.Equal(got, all) {
 		t.Errorf("Narrow dropped grants: %v, want %v", got, all)
 	}
-	if _, err := q.HookCommand(atHome); !errors.Is(err, ErrHookRefused) {
+	if _, err := q.HookCommand(atHome); !errors.Is(err, errHookRefused) {
 		t.Errorf("Narrow granted a refused command: %v", err)
 	}
 
@@ -220,7 +220,7 @@ func TestInfraNarrow(t *testing.T) {
 	if got := q.HookDirs(); !slices.Equal(got, all[1:]) {
 		t.Errorf("after masking its parent, InfraDirs() = %v, want %v", got, all[1:])
 	}
-	if _, err := q.HookCommand(opt); !errors.Is(err, ErrHookRefused) || !strings.Contains(err.Error(), maskedRefusal) {
+	if _, err := q.HookCommand(opt); !errors.Is(err, errHookRefused) || !strings.Contains(err.Error(), maskedRefusal) {
 		t.Errorf("a newly masked hook is still served: %v", err)
 	}
 	if got := p.HookDirs(); !slices.Equal(got, all) {
@@ -235,7 +235,7 @@ func TestInfraNarrow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.HookCommand(inWork); !errors.Is(err, ErrHookRefused) || !strings.Contains(err.Error(), sharedTreeRefusal) {
+	if _, err := q.HookCommand(inWork); !errors.Is(err, errHookRefused) || !strings.Contains(err.Error(), sharedTreeRefusal) {
 		t.Errorf("a hook directory above the narrowed worktree is still served: %v", err)
 	}
 	other := filepath.Join(f.work, "src")

@@ -11,9 +11,9 @@ import (
 	"strings"
 )
 
-// SystemSecrets are host files outside any home that are as sensitive as the
+// systemSecrets are host files outside any home that are as sensitive as the
 // credential denylist and readable by a server started as root.
-var SystemSecrets = []string{"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key", "/root/.ssh"}
+var systemSecrets = []string{"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key", "/root/.ssh"}
 
 // gitSurfaces are the entries of every git dir that make git run code or
 // point it at another repository, pinned read-only (README, "What is
@@ -69,7 +69,7 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 	visible := func(path string) bool { return true }
 	if p.Mode() == ModeRestricted {
 		roots := append(p.WriteRoots(), scratch)
-		for _, r := range SystemReadRoots {
+		for _, r := range systemReadRoots {
 			if k, _ := lstatKind(r); k == PathDir {
 				roots = append(roots, r)
 			}
@@ -83,7 +83,7 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 	// Denylist: every spelling of a path leads to its real location, and a
 	// mount there covers them all (bwrap resolves a destination through its
 	// links anyway, and cannot create one behind a symlinked parent).
-	for _, d := range append(p.Denylist(), SystemSecrets...) {
+	for _, d := range append(p.Denylist(), systemSecrets...) {
 		sp, ok := realLocation(d)
 		if !ok || !visible(sp) {
 			continue
@@ -97,7 +97,7 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 		}
 	}
 	// In restricted mode a socket is visible only inside a hook directory.
-	for _, s := range DaemonSockets {
+	for _, s := range daemonSockets {
 		if sp, ok := realLocation(s); ok && visible(sp) && !slices.Contains(l.Sockets, sp) {
 			l.Sockets = append(l.Sockets, sp)
 		}
@@ -107,7 +107,7 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 		// Only kernel uid 0 can write host sysctls or read these entries
 		// without capabilities; for anyone else they are the user's own view.
 		l.ProcReadOnly = true
-		for _, pm := range ProcMasks {
+		for _, pm := range procMasks {
 			if k, _ := lstatKind(pm); k == PathDir || k == PathFile {
 				l.Proc = append(l.Proc, Entry{Path: pm, Kind: k})
 			}
@@ -115,7 +115,7 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 	}
 
 	if p.Mode() == ModeRestricted {
-		for _, r := range SystemReadRoots {
+		for _, r := range systemReadRoots {
 			k, t := lstatKind(r)
 			if k == PathDir || k == PathSymlink {
 				l.SystemRoots = append(l.SystemRoots, Entry{Path: r, Kind: k, Target: t})
@@ -124,7 +124,7 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 		// Every spelling of every denied path: a ~/.gitconfig linked into a
 		// masked directory reached through its own symlink is still denied.
 		var deny []string
-		for _, d := range append(p.Denylist(), SystemSecrets...) {
+		for _, d := range append(p.Denylist(), systemSecrets...) {
 			deny = append(deny, resolvedSpellings(d)...)
 		}
 		for _, g := range p.GlobalGitConfig() {

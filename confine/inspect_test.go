@@ -655,7 +655,7 @@ func TestInspectRestricted(t *testing.T) {
 			if len(l.Sockets) != 0 {
 				t.Errorf("restricted Sockets = %v: /run is not visible", l.Sockets)
 			}
-			for _, r := range SystemReadRoots {
+			for _, r := range systemReadRoots {
 				k, target := lstatKind(r)
 				want := Entry{Path: r, Kind: k, Target: target}
 				has := slices.Contains(l.SystemRoots, want)
@@ -704,8 +704,8 @@ func TestInspectProcMasks(t *testing.T) {
 				t.Errorf("Proc = %v, want entries %v", l.Proc, tt.WantAny)
 			}
 			for _, e := range l.Proc {
-				if !slices.Contains(ProcMasks, e.Path) || kindOf(t, e.Path) != e.Kind {
-					t.Errorf("Proc entry %+v is not a present ProcMasks entry", e)
+				if !slices.Contains(procMasks, e.Path) || kindOf(t, e.Path) != e.Kind {
+					t.Errorf("Proc entry %+v is not a present procMasks entry", e)
 				}
 			}
 		})

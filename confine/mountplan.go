@@ -141,11 +141,11 @@ type Layout struct {
 	Sockets []string
 	// HostSockets are the pathname sockets bound in the server's network
 	// namespace (host services), at their real location; SocketDirs the
-	// ServiceSocketDirs that exist. Both are masked in every sandboxed
+	// serviceSocketDirs that exist. Both are masked in every sandboxed
 	// mode wherever the sandbox would see them (see mountplan_sockets.go).
 	HostSockets []string
 	SocketDirs  []string
-	// Proc are the ProcMasks entries present in the host's procfs.
+	// Proc are the procMasks entries present in the host's procfs.
 	Proc []Entry
 	// ProcReadOnly remounts the sandbox's procfs read-only (root servers).
 	ProcReadOnly bool

@@ -12,7 +12,7 @@ import (
 // listen on pathname Unix sockets. A read-only bind of "/" does not stop
 // connect(2), and an unshared network namespace does not cover pathname
 // sockets, so every socket a host process has bound where the sandbox could
-// reach it is masked, not only the daemon sockets of DaemonSockets:
+// reach it is masked, not only the daemon sockets of daemonSockets:
 //
 //   - the pathname sockets the server's network namespace lists in
 //     /proc/net/unix, read at every spawn. Sockets bound by sandboxed
@@ -20,17 +20,17 @@ import (
 //     listed, so a session keeps its own sockets; a socket a host process
 //     made in the worktree (a dev server's) is the host's and is masked
 //     like any other. A socket bound after the spawn starts is not seen:
-//     that race is what ServiceSocketDirs narrows;
-//   - ServiceSocketDirs, masked whole, so a service that (re)creates its
+//     that race is what serviceSocketDirs narrows;
+//   - serviceSocketDirs, masked whole, so a service that (re)creates its
 //     socket later is still out of reach.
 //
 // A socket that lies where the sandbox sees something else anyway (its
 // private /tmp, /dev, /proc, /sys, /run/user, a masked directory, the
 // server's scratch parent) is left alone: Plan filters those lexically.
 
-// ServiceSocketDirs are directories that hold the sockets of common host
+// serviceSocketDirs are directories that hold the sockets of common host
 // services; each is masked whole where it exists.
-var ServiceSocketDirs = []string{
+var serviceSocketDirs = []string{
 	"/run/postgresql", "/var/run/postgresql", "/run/mysqld", "/var/run/mysqld",
 	"/run/redis", "/var/run/redis", "/run/valkey", "/run/memcached", "/run/mongodb",
 	"/run/php", "/run/php-fpm", "/run/docker", "/run/containerd", "/run/podman",
@@ -88,7 +88,7 @@ func boundSocketPaths() []string {
 
 // inspectHostSockets fills l.HostSockets with the real location of every
 // socket bound in the server's network namespace that exists and is still
-// a socket, and l.SocketDirs with the ServiceSocketDirs that exist, each
+// a socket, and l.SocketDirs with the serviceSocketDirs that exist, each
 // kept only if visible says the sandbox could see it.
 func inspectHostSockets(l *Layout, visible func(string) bool) {
 	for _, s := range boundSocketPaths() {
@@ -110,7 +110,7 @@ func inspectHostSockets(l *Layout, visible func(string) bool) {
 		}
 		l.HostSockets = append(l.HostSockets, sp)
 	}
-	for _, d := range ServiceSocketDirs {
+	for _, d := range serviceSocketDirs {
 		if sp, ok := realLocation(d); ok && visible(sp) && !slices.Contains(l.SocketDirs, sp) {
 			if k, _ := lstatKind(sp); k == PathDir && unix.Access(sp, unix.X_OK) == nil {
 				l.SocketDirs = append(l.SocketDirs, sp)

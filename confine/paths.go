@@ -11,10 +11,10 @@ import (
 	"sync"
 )
 
-// DefaultDenylist is the credential denylist (README, "What is enforced",
+// defaultDenylist is the credential denylist (README, "What is enforced",
 // "Denylist") resolved against home. Every entry is masked in both layers,
 // under its literal and its resolved spelling.
-func DefaultDenylist(home, xdgConfig string) []string {
+func defaultDenylist(home, xdgConfig string) []string {
 	rel := []string{
 		".ssh", ".aws", ".config/gcloud", ".netrc", ".config/evener", ".config/evener-mcp",
 		".gnupg", ".docker/config.json", ".kube", ".git-credentials",
@@ -48,7 +48,7 @@ func DefaultDenylist(home, xdgConfig string) []string {
 	return out
 }
 
-// LocalHomes are the home directories of the host's people: root's and
+// localHomes are the home directories of the host's people: root's and
 // every account's with a uid from 1000 (login.defs' UID_MIN) that
 // /etc/passwd names (nobody's excepted), and every directory directly
 // under /home; each symlink-resolved, existing, a directory, and not "/",
@@ -56,7 +56,7 @@ func DefaultDenylist(home, xdgConfig string) []string {
 // /var/lib/postgresql) are left out: they are system directories, and
 // whatever secret such an account keeps there mode 0600 is out of reach
 // of a root server that dropped its capabilities.
-func LocalHomes() []string {
+func localHomes() []string {
 	var cands []string
 	if b, err := os.ReadFile("/etc/passwd"); err == nil {
 		for l := range strings.Lines(string(b)) {
@@ -88,17 +88,17 @@ func LocalHomes() []string {
 	return out
 }
 
-// OtherUsersDenylist is the credential denylist under every local home but
+// otherUsersDenylist is the credential denylist under every local home but
 // home, for a server started by root: its commands run as kernel uid 0,
 // which owns nothing of another user's home but may still read whatever
 // its modes let "other" read (a world-readable ~/.aws/credentials).
-func OtherUsersDenylist(home string) []string {
+func otherUsersDenylist(home string) []string {
 	var out []string
-	for _, h := range LocalHomes() {
+	for _, h := range localHomes() {
 		if h == filepath.Clean(home) || slices.Contains(resolvedSpellings(home), h) {
 			continue
 		}
-		out = append(out, DefaultDenylist(h, "")...)
+		out = append(out, defaultDenylist(h, "")...)
 	}
 	return out
 }
@@ -114,15 +114,15 @@ var PseudoDenylist = []string{
 	"/var/run/dbus/system_bus_socket", "/run/snapd.socket", "/run/systemd/private",
 }
 
-// DaemonSockets are the privileged control sockets masked for spawned
+// daemonSockets are the privileged control sockets masked for spawned
 // processes (a read-only bind of / does not stop a connect()).
-var DaemonSockets = PseudoDenylist[5:]
+var daemonSockets = PseudoDenylist[5:]
 
-// ProcMasks are procfs entries that leak host kernel state to a reader that
+// procMasks are procfs entries that leak host kernel state to a reader that
 // is kernel uid 0 (a server started by root). Writes are handled wholesale:
 // the sandbox's procfs is remounted read-only, and bwrap itself covers
 // /proc/irq and /proc/bus.
-var ProcMasks = []string{
+var procMasks = []string{
 	// Readable by kernel uid 0: keys it can view, kernel timers.
 	"/proc/keys", "/proc/timer_list", "/proc/sched_debug",
 	// Mode 0400 and read by owner alone, so readable by kernel uid 0
@@ -140,14 +140,14 @@ var ProcMasks = []string{
 	"/proc/kcore", "/proc/sysrq-trigger",
 }
 
-// SystemReadRoots are restricted mode's read-only system roots (README,
+// systemReadRoots are restricted mode's read-only system roots (README,
 // "What is enforced", the table of modes).
-var SystemReadRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc", "/opt", "/nix/store"}
+var systemReadRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc", "/opt", "/nix/store"}
 
-// GlobalGitConfigFiles returns the two files git-config(1) names under FILES,
+// globalGitConfigFiles returns the two files git-config(1) names under FILES,
 // admitted only if each exists and is not a directory (file-exact: the
 // file is granted, never its directory).
-func GlobalGitConfigFiles(home, xdgConfig string) []string {
+func globalGitConfigFiles(home, xdgConfig string) []string {
 	xdg := xdgConfig
 	if xdg == "" {
 		xdg = filepath.Join(home, ".config")
@@ -160,7 +160,7 @@ func GlobalGitConfigFiles(home, xdgConfig string) []string {
 		}
 		// The same shared-tree guard as every other grant: an XDG config
 		// home of "/" must not turn this into a grant of "/git/config".
-		if SharedTreeGuard(c, home, "", nil) != nil {
+		if sharedTreeGuard(c, home, "", nil) != nil {
 			continue
 		}
 		out = append(out, c)
@@ -168,18 +168,18 @@ func GlobalGitConfigFiles(home, xdgConfig string) []string {
 	return out
 }
 
-// ErrSharedTree is returned by SharedTreeGuard.
-var ErrSharedTree = errors.New("refused: a shared, multi-tenant tree")
+// errSharedTree is returned by sharedTreeGuard.
+var errSharedTree = errors.New("refused: a shared, multi-tenant tree")
 
-// SharedTreeGuard refuses a candidate grant root that is at or above home,
+// sharedTreeGuard refuses a candidate grant root that is at or above home,
 // the worktree (when given) or a temp root, or fewer than two components
 // deep, or the same directory as an entry directly under "/": a grant is
 // never a shared, multi-tenant tree (README, "Hooks", "Where it runs").
 // candidate must be absolute; it is judged both as spelled and
 // symlink-resolved.
-func SharedTreeGuard(candidate, home, worktree string, temps []string) error {
+func sharedTreeGuard(candidate, home, worktree string, temps []string) error {
 	if !filepath.IsAbs(candidate) {
-		return fmt.Errorf("%w: %s is not absolute", ErrSharedTree, candidate)
+		return fmt.Errorf("%w: %s is not absolute", errSharedTree, candidate)
 	}
 	spellings := []string{filepath.Clean(candidate)}
 	if r, err := filepath.EvalSymlinks(candidate); err == nil && r != spellings[0] {
@@ -194,7 +194,7 @@ func SharedTreeGuard(candidate, home, worktree string, temps []string) error {
 	}
 	for _, c := range spellings {
 		if depth(c) < 2 {
-			return fmt.Errorf("%w: %s is fewer than two components deep", ErrSharedTree, c)
+			return fmt.Errorf("%w: %s is fewer than two components deep", errSharedTree, c)
 		}
 		for _, above := range append([]string{home, worktree}, temps...) {
 			if above == "" {
@@ -202,7 +202,7 @@ func SharedTreeGuard(candidate, home, worktree string, temps []string) error {
 			}
 			for _, a := range resolvedSpellings(above) {
 				if Within(a, c) {
-					return fmt.Errorf("%w: %s is at or above %s", ErrSharedTree, c, a)
+					return fmt.Errorf("%w: %s is at or above %s", errSharedTree, c, a)
 				}
 			}
 		}
@@ -212,7 +212,7 @@ func SharedTreeGuard(candidate, home, worktree string, temps []string) error {
 	if fi, err := os.Stat(candidate); err == nil && fi.IsDir() {
 		for name, ti := range topLevelDirs() {
 			if os.SameFile(fi, ti) {
-				return fmt.Errorf("%w: %s is the directory /%s", ErrSharedTree, candidate, name)
+				return fmt.Errorf("%w: %s is the directory /%s", errSharedTree, candidate, name)
 			}
 		}
 	}

@@ -113,15 +113,15 @@ func TestSharedTreeGuard(t *testing.T) {
 				home = tt.HomeArg(t, e)
 			}
 			cand := tt.Candidate(t, e)
-			err = SharedTreeGuard(cand, home, e.wt, []string{"/tmp", "/var/tmp", "/dev/shm", e.tmp})
+			err = sharedTreeGuard(cand, home, e.wt, []string{"/tmp", "/var/tmp", "/dev/shm", e.tmp})
 			if gotErr := err != nil; gotErr != tt.WantErr {
-				t.Fatalf("SharedTreeGuard(%s) = %v, want error %v", cand, err, tt.WantErr)
+				t.Fatalf("sharedTreeGuard(%s) = %v, want error %v", cand, err, tt.WantErr)
 			}
 			if err == nil {
 				return
 			}
-			if !errors.Is(err, ErrSharedTree) {
-				t.Errorf("error %q does not wrap ErrSharedTree", err)
+			if !errors.Is(err, errSharedTree) {
+				t.Errorf("error %q does not wrap errSharedTree", err)
 			}
 			want := strings.NewReplacer("<wt>", e.wt, "<tmp>", e.tmp).Replace(tt.WantErrContains)
 			if !strings.Contains(err.Error(), want) {
@@ -142,11 +142,11 @@ func TestSharedTreeGuardNoWorktree(t *testing.T) {
 	wt := filepath.Join(root, "wt")
 	mustMkdir(t, home)
 	mustMkdir(t, wt)
-	if err := SharedTreeGuard(wt, home, "", nil); err != nil {
-		t.Errorf("SharedTreeGuard(%s, worktree \"\") = %v, want nil", wt, err)
+	if err := sharedTreeGuard(wt, home, "", nil); err != nil {
+		t.Errorf("sharedTreeGuard(%s, worktree \"\") = %v, want nil", wt, err)
 	}
-	if err := SharedTreeGuard(home, home, "", nil); !errors.Is(err, ErrSharedTree) {
-		t.Errorf("SharedTreeGuard(HOME, worktree \"\") = %v, want ErrSharedTree", err)
+	if err := sharedTreeGuard(home, home, "", nil); !errors.Is(err, errSharedTree) {
+		t.Errorf("sharedTreeGuard(HOME, worktree \"\") = %v, want errSharedTree", err)
 	}
 }
 
@@ -207,20 +207,20 @@ func TestDenylistDefaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.Name, func(t *testing.T) {
-			got := DefaultDenylist(home, tt.XDG)
+			got := defaultDenylist(home, tt.XDG)
 			for _, r := range append(slices.Clone(floor), sensitive...) {
 				if want := filepath.Join(home, r); !slices.Contains(got, want) {
-					t.Errorf("DefaultDenylist lacks %s", want)
+					t.Errorf("defaultDenylist lacks %s", want)
 				}
 			}
 			for _, want := range tt.WantHas {
 				if !slices.Contains(got, want) {
-					t.Errorf("DefaultDenylist lacks %s", want)
+					t.Errorf("defaultDenylist lacks %s", want)
 				}
 			}
 			for _, not := range tt.WantNot {
 				if slices.Contains(got, not) {
-					t.Errorf("DefaultDenylist has %s", not)
+					t.Errorf("defaultDenylist has %s", not)
 				}
 			}
 			for _, once := range tt.WantOnce {
@@ -254,19 +254,19 @@ func TestDenylistPseudoFloor(t *testing.T) {
 			t.Errorf("PseudoDenylist lacks %s", want)
 		}
 	}
-	for _, s := range DaemonSockets {
+	for _, s := range daemonSockets {
 		if !strings.HasSuffix(s, ".sock") && !strings.HasSuffix(s, "_socket") && !strings.HasSuffix(s, "/private") && !strings.HasSuffix(s, ".socket") {
-			t.Errorf("DaemonSockets holds %s, which is not a socket path", s)
+			t.Errorf("daemonSockets holds %s, which is not a socket path", s)
 		}
 	}
 	for _, want := range []string{"/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock", "/run/containerd/containerd.sock", "/run/dbus/system_bus_socket"} {
-		if !slices.Contains(DaemonSockets, want) {
-			t.Errorf("DaemonSockets lacks %s", want)
+		if !slices.Contains(daemonSockets, want) {
+			t.Errorf("daemonSockets lacks %s", want)
 		}
 	}
 	for _, want := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/opt", "/nix/store"} {
-		if !slices.Contains(SystemReadRoots, want) {
-			t.Errorf("SystemReadRoots lacks %s", want)
+		if !slices.Contains(systemReadRoots, want) {
+			t.Errorf("systemReadRoots lacks %s", want)
 		}
 	}
 }
@@ -328,13 +328,13 @@ func TestGlobalGitConfigFiles(t *testing.T) {
 			if tt.UseXDG {
 				xdg = e.xdg
 			}
-			got := GlobalGitConfigFiles(e.home, xdg)
+			got := globalGitConfigFiles(e.home, xdg)
 			var want []string
 			for _, w := range tt.WantRel {
 				want = append(want, strings.NewReplacer("<home>", e.home, "<xdg>", e.xdg).Replace(w))
 			}
 			if !slices.Equal(got, want) {
-				t.Errorf("GlobalGitConfigFiles = %v, want %v", got, want)
+				t.Errorf("globalGitConfigFiles = %v, want %v", got, want)
 			}
 			// File-exact: never a directory, never HOME or ~/.config.
 			for _, g := range got {

@@ -221,18 +221,18 @@ func Resolve(spec Spec, host HostReport) (*Policy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--add-dir %s: %w", d, err)
 		}
-		if err := SharedTreeGuard(cd, p.home, wd, tempRoots(spec.Env)); err != nil {
+		if err := sharedTreeGuard(cd, p.home, wd, tempRoots(spec.Env)); err != nil {
 			return nil, fmt.Errorf("--add-dir %s: %w", d, err)
 		}
 		if !slices.Contains(p.addDirs, cd) {
 			p.addDirs = append(p.addDirs, cd)
 		}
 	}
-	p.deny = DefaultDenylist(p.home, p.xdgConf)
+	p.deny = defaultDenylist(p.home, p.xdgConf)
 	if host.RunAsRoot {
 		// Kernel uid 0 without capabilities still reads what other users
 		// left readable: every local user's credentials are masked too.
-		p.deny = append(p.deny, OtherUsersDenylist(p.home)...)
+		p.deny = append(p.deny, otherUsersDenylist(p.home)...)
 	}
 	if spec.StateDir != "" {
 		if !filepath.IsAbs(spec.StateDir) {
@@ -252,7 +252,7 @@ func Resolve(spec Spec, host HostReport) (*Policy, error) {
 		}
 	}
 	p.scratchR = spec.ScratchRoot
-	p.gitConf = GlobalGitConfigFiles(p.home, p.xdgConf)
+	p.gitConf = globalGitConfigFiles(p.home, p.xdgConf)
 	p.hookGrants = p.resolveHookGrants(spec.HookPaths)
 
 	if p.mode != ModeOff {
@@ -271,7 +271,7 @@ func Resolve(spec Spec, host HostReport) (*Policy, error) {
 // checkWorkdir refuses a worktree that is a shared tree (binding HOME
 // writable would expose everything) or lies inside a denylisted path.
 func (p *Policy) checkWorkdir() error {
-	if err := SharedTreeGuard(p.workdir, p.home, "", tempRoots(p.env)); err != nil {
+	if err := sharedTreeGuard(p.workdir, p.home, "", tempRoots(p.env)); err != nil {
 		return fmt.Errorf("workdir: %w", err)
 	}
 	for _, d := range p.deny {

@@ -439,8 +439,8 @@ func TestResolveWorkdirSharedTree(t *testing.T) {
 				t.Fatalf("Resolve(workdir %s, %s) error = %v, want error %v", s.Workdir, tt.Mode, err, tt.WantErr)
 			}
 			if err != nil {
-				if !errors.Is(err, ErrSharedTree) {
-					t.Errorf("error %q does not wrap ErrSharedTree", err)
+				if !errors.Is(err, errSharedTree) {
+					t.Errorf("error %q does not wrap errSharedTree", err)
 				}
 				return
 			}
@@ -456,7 +456,7 @@ func TestResolveAddDir(t *testing.T) {
 		Name         string
 		Dir          func(t *testing.T, f fixture) string
 		WantErr      bool
-		WantSharedTE bool // the error wraps ErrSharedTree
+		WantSharedTE bool // the error wraps errSharedTree
 	}{
 		{Name: "home", Dir: func(t *testing.T, f fixture) string { return f.home }, WantErr: true, WantSharedTE: true},
 		{Name: "above-home", Dir: func(t *testing.T, f fixture) string { return f.root }, WantErr: true, WantSharedTE: true},
@@ -497,8 +497,8 @@ func TestResolveAddDir(t *testing.T) {
 				if !strings.Contains(err.Error(), "--add-dir") {
 					t.Errorf("error %q does not name --add-dir", err)
 				}
-				if tt.WantSharedTE && !errors.Is(err, ErrSharedTree) {
-					t.Errorf("error %q does not wrap ErrSharedTree", err)
+				if tt.WantSharedTE && !errors.Is(err, errSharedTree) {
+					t.Errorf("error %q does not wrap errSharedTree", err)
 				}
 				return
 			}

@@ -33,7 +33,7 @@ import (
 //     clone anywhere;
 //  4. other sessions' scratch hidden, the session's own shown again;
 //  5. git config and hook surfaces, gitlinks and the named files
-//     (SeatbeltWriteDenyNames) denied even inside a write root;
+//     (seatbeltWriteDenyNames) denied even inside a write root;
 //  6. the denylist, read and write, last of the path rules;
 //  7. renames: file-write-unlink denied on every protected path and its
 //     ancestors, so moving a directory cannot carry a surface out from
@@ -49,19 +49,19 @@ import (
 // path, so a PATH entry cannot substitute another.
 const SeatbeltExec = "/usr/bin/sandbox-exec"
 
-// SeatbeltSystemReadRoots are restricted mode's system read roots on macOS:
-// SystemReadRoots, plus what a macOS process needs to start and run a
+// seatbeltSystemReadRoots are restricted mode's system read roots on macOS:
+// systemReadRoots, plus what a macOS process needs to start and run a
 // shell (/System holds the frameworks and the dyld cache, /private/var/select
 // the /bin/sh selector, /private/var/db/timezone what /etc/localtime names,
 // /private/var/db/xcode_select_link the link the /usr/bin/git shim follows
 // to the selected toolchain) and /dev (the terminal, /dev/null,
 // /dev/urandom, /dev/fd).
-var SeatbeltSystemReadRoots = append(slices.Clone(SystemReadRoots),
+var seatbeltSystemReadRoots = append(slices.Clone(systemReadRoots),
 	"/System", "/private/var/select", "/private/var/db/timezone", "/private/var/db/xcode_select_link", "/dev")
 
-// SeatbeltCommandLineTools is the second developer-toolchain candidate
+// seatbeltCommandLineTools is the second developer-toolchain candidate
 // (README, "macOS (Seatbelt)"), beside what `xcode-select -p` reports.
-const SeatbeltCommandLineTools = "/Library/Developer/CommandLineTools"
+const seatbeltCommandLineTools = "/Library/Developer/CommandLineTools"
 
 // seatbeltDangerousExec are launchers whose only purpose is to start
 // something outside the sandbox, so their exec is denied outright. A copy
@@ -79,11 +79,11 @@ var seatbeltDeniedServices = []string{
 	"com.apple.SecurityServer", "com.apple.pasteboard.1", "com.apple.securityd.xpc",
 }
 
-// SeatbeltWriteDenyNames are home-relative files denied for writing even
+// seatbeltWriteDenyNames are home-relative files denied for writing even
 // inside a write root: shell startup files and the configuration an
 // unsandboxed program later runs. Only an --add-dir holding one of them
 // (~/.config, say) could grant it; bubblewrap would leave it writable there.
-var SeatbeltWriteDenyNames = []string{
+var seatbeltWriteDenyNames = []string{
 	".bash_login", ".bash_logout", ".bash_profile", ".bashrc", ".config/fish/config.fish",
 	".config/git/config", ".gitconfig", ".profile", ".zlogin", ".zlogout", ".zprofile",
 	".zshenv", ".zshrc",
@@ -165,8 +165,8 @@ type SeatbeltProxy struct {
 	HTTPPort, SOCKSPort int
 }
 
-// ErrSeatbeltPath is returned for a path no SBPL string can carry safely.
-var ErrSeatbeltPath = errors.New("path cannot be written into a Seatbelt profile")
+// errSeatbeltPath is returned for a path no SBPL string can carry safely.
+var errSeatbeltPath = errors.New("path cannot be written into a Seatbelt profile")
 
 // SeatbeltProfile renders the profile for policy p and facts l. Mode off
 // has no profile (""). The same inputs give the same text.
@@ -197,7 +197,7 @@ func SeatbeltProfile(p *Policy, l SeatbeltLayout) (string, error) {
 		b.section("reads: the system roots, the toolchain, the global git config, hooks, the worktree, the scratch")
 		b.line("(deny file-read*)")
 		var grants []string // subpaths
-		grants = append(grants, SeatbeltSystemReadRoots...)
+		grants = append(grants, seatbeltSystemReadRoots...)
 		grants = append(grants, l.Toolchain...)
 		grants = append(grants, l.HookDirs...)
 		grants = append(grants, p.Workdir())
@@ -308,7 +308,7 @@ func SeatbeltProfile(p *Policy, l SeatbeltLayout) (string, error) {
 		pinned = append(pinned, lit...)
 	}
 	var named []string
-	for _, n := range SeatbeltWriteDenyNames {
+	for _, n := range seatbeltWriteDenyNames {
 		named = append(named, filepath.Join(p.Home(), n))
 	}
 	if x := p.xdgConf; x != "" {
@@ -433,11 +433,11 @@ func (b *sbBuilder) filters(kind string, paths []string) []string {
 // relative path is refused rather than guessed at.
 func sbString(s string) (string, error) {
 	if !utf8.ValidString(s) {
-		return "", fmt.Errorf("%w: %q is not valid UTF-8", ErrSeatbeltPath, s)
+		return "", fmt.Errorf("%w: %q is not valid UTF-8", errSeatbeltPath, s)
 	}
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f {
-			return "", fmt.Errorf("%w: %q holds a control character", ErrSeatbeltPath, s)
+			return "", fmt.Errorf("%w: %q holds a control character", errSeatbeltPath, s)
 		}
 	}
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`, nil

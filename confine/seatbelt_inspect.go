@@ -30,7 +30,7 @@ func InspectSeatbelt(p *Policy, scratch string, toolchain []string, proxy *Seatb
 	// Every denylisted path under every spelling, present or not: one
 	// created later is denied as well.
 	deny := map[string]bool{}
-	for _, d := range append(p.Denylist(), SystemSecrets...) {
+	for _, d := range append(p.Denylist(), systemSecrets...) {
 		for _, s := range resolvedSpellings(d) {
 			deny[s] = true
 		}
@@ -139,14 +139,14 @@ func DeveloperToolchain(p *Policy, selected string) []string {
 	if s := strings.TrimSpace(selected); filepath.IsAbs(s) {
 		cands = append(cands, widenToApp(filepath.Clean(s)))
 	}
-	cands = append(cands, SeatbeltCommandLineTools)
+	cands = append(cands, seatbeltCommandLineTools)
 	var out []string
 	for _, c := range cands {
 		fi, err := os.Stat(c)
 		if err != nil || !fi.IsDir() {
 			continue
 		}
-		if SharedTreeGuard(c, p.home, p.workdir, tempRoots(p.env)) != nil {
+		if sharedTreeGuard(c, p.home, p.workdir, tempRoots(p.env)) != nil {
 			continue
 		}
 		sp := resolvedSpellings(c)

@@ -68,7 +68,7 @@ func sbCases(t *testing.T) []sbCase {
 	}
 	restricted := func(f fixture, scratch string) SeatbeltLayout {
 		l := mainRepo(f, scratch)
-		l.Toolchain = []string{"/Applications/Xcode.app", SeatbeltCommandLineTools}
+		l.Toolchain = []string{"/Applications/Xcode.app", seatbeltCommandLineTools}
 		l.GitConfig = []string{filepath.Join(f.home, ".gitconfig"), filepath.Join(f.home, "dotfiles", "gitconfig"), filepath.Join(f.home, ".config", "git", "config")}
 		l.Exe = "/opt/evener/bin/evener-mcp"
 		return l
@@ -262,8 +262,8 @@ func TestSBString(t *testing.T) {
 	for _, tt := range tests {
 		got, err := sbString(tt.In)
 		if tt.WantErr {
-			if !errors.Is(err, ErrSeatbeltPath) {
-				t.Errorf("sbString(%q) = %q, %v; want ErrSeatbeltPath", tt.In, got, err)
+			if !errors.Is(err, errSeatbeltPath) {
+				t.Errorf("sbString(%q) = %q, %v; want errSeatbeltPath", tt.In, got, err)
 			}
 			continue
 		}
@@ -319,7 +319,7 @@ func TestSeatbeltHostilePath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if prof, err := SeatbeltProfile(p, SeatbeltLayout{Scratch: f.scratch}); !errors.Is(err, ErrSeatbeltPath) {
+	if prof, err := SeatbeltProfile(p, SeatbeltLayout{Scratch: f.scratch}); !errors.Is(err, errSeatbeltPath) {
 		t.Fatalf("a newline in the worktree gave %v and\n%s", err, prof)
 	}
 }
@@ -416,7 +416,7 @@ func TestDeveloperToolchain(t *testing.T) {
 		t.Run(tt.Name, func(t *testing.T) {
 			got := DeveloperToolchain(p, tt.Selected)
 			// CommandLineTools is judged too, and exists on a Mac only.
-			got = slices.DeleteFunc(got, func(s string) bool { return s == SeatbeltCommandLineTools })
+			got = slices.DeleteFunc(got, func(s string) bool { return s == seatbeltCommandLineTools })
 			if !slices.Equal(got, tt.Want) {
 				t.Errorf("DeveloperToolchain(%q) = %q, want %q", tt.Selected, got, tt.Want)
 			}
@@ -486,11 +486,11 @@ func TestSeatbeltPolicy(t *testing.T) {
 func TestSharedTreeGuardFirmlink(t *testing.T) {
 	f := newFixture(t)
 	for _, c := range []string{dataVolume + f.home, dataVolume + f.root, dataVolume + f.work, dataVolume + "/tmp"} {
-		if err := SharedTreeGuard(c, f.home, f.work, []string{"/tmp"}); !errors.Is(err, ErrSharedTree) {
-			t.Errorf("SharedTreeGuard(%s) = %v, want ErrSharedTree", c, err)
+		if err := sharedTreeGuard(c, f.home, f.work, []string{"/tmp"}); !errors.Is(err, errSharedTree) {
+			t.Errorf("sharedTreeGuard(%s) = %v, want errSharedTree", c, err)
 		}
 	}
-	if err := SharedTreeGuard(dataVolume+"/Applications/Xcode.app", f.home, f.work, nil); err != nil {
+	if err := sharedTreeGuard(dataVolume+"/Applications/Xcode.app", f.home, f.work, nil); err != nil {
 		t.Errorf("an application bundle on the data volume is refused: %v", err)
 	}
 }
