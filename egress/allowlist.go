@@ -16,7 +16,7 @@ package egress
 //  6. resolve (ctx-bounded); lookup failure       -> "resolve-failed": not a
 //     policy refusal (the destination is allowed), so the proxies answer it
 //     as a gateway failure (HTTP 502, SOCKS "host unreachable") and report
-//     no violation; see Decision.LookupFailed
+//     no violation; see Decision.lookupFailed
 //  7. drop every resolved address on the fixed deny list, and every
 //     non-public one not named literally with this port; none left
 //                                                 -> deny "private-address"
@@ -373,10 +373,10 @@ type Allowlist struct {
 	resolver Resolver
 }
 
-// NewAllowlist parses patterns (duplicates folded, order kept). An empty list
+// newAllowlist parses patterns (duplicates folded, order kept). An empty list
 // denies everything. resolver nil means the system resolver
 // (net.DefaultResolver). The error names the first bad entry.
-func NewAllowlist(patterns []string, resolver Resolver) (*Allowlist, error) {
+func newAllowlist(patterns []string, resolver Resolver) (*Allowlist, error) {
 	if resolver == nil {
 		resolver = defaultResolver{}
 	}
@@ -418,7 +418,7 @@ func (a *Allowlist) Patterns() []string {
 //
 // "resolve-failed" is the one !Allow outcome that is not a policy refusal:
 // the allowlist admits the destination but its name did not resolve
-// (LookupFailed). The proxies answer it like an unreachable upstream (HTTP
+// (lookupFailed). The proxies answer it like an unreachable upstream (HTTP
 // 502, SOCKS5 "host unreachable"), never as a refusal, and report no
 // violation for it.
 type Decision struct {
@@ -430,10 +430,10 @@ type Decision struct {
 	Reason string       // one line for the 403 header / SOCKS log / violation, or the 502 body
 }
 
-// LookupFailed reports a destination the allowlist admits whose name did not
+// lookupFailed reports a destination the allowlist admits whose name did not
 // resolve (Rule "resolve-failed"): a failure to reach an allowed host, not a
 // policy refusal.
-func (d Decision) LookupFailed() bool { return !d.Allow && d.Rule == ruleResolveFailed }
+func (d Decision) lookupFailed() bool { return !d.Allow && d.Rule == ruleResolveFailed }
 
 func deny(host string, port int, rule, reason string) Decision {
 	return Decision{Host: host, Port: port, Rule: rule, Reason: reason}

@@ -58,9 +58,9 @@ func (f failResolver) LookupNetIP(ctx context.Context, host string) ([]netip.Add
 
 func mustAllowlist(t testing.TB, patterns []string, r Resolver) *Allowlist {
 	t.Helper()
-	a, err := NewAllowlist(patterns, r)
+	a, err := newAllowlist(patterns, r)
 	if err != nil {
-		t.Fatalf("NewAllowlist(%q): %v", patterns, err)
+		t.Fatalf("newAllowlist(%q): %v", patterns, err)
 	}
 	return a
 }
@@ -596,9 +596,9 @@ func TestParsePattern(t *testing.T) {
 }
 
 func TestNewAllowlist(t *testing.T) {
-	_, err := NewAllowlist([]string{"github.com", "*.com", "gitlab.com"}, nil)
+	_, err := newAllowlist([]string{"github.com", "*.com", "gitlab.com"}, nil)
 	if err == nil || !strings.Contains(err.Error(), `"*.com"`) {
-		t.Errorf("NewAllowlist error %v should name the entry", err)
+		t.Errorf("newAllowlist error %v should name the entry", err)
 	}
 	a := mustAllowlist(t, []string{"GitHub.com", "github.com.", "github.com", "*.Example.com", "127.1:8080", "127.0.0.1:8080"}, nil)
 	if got, want := a.Patterns(), []string{"github.com", "*.example.com", "127.0.0.1:8080"}; !slices.Equal(got, want) {
@@ -680,16 +680,16 @@ func (f resolverFunc) LookupNetIP(ctx context.Context, host string) ([]netip.Add
 }
 
 func TestBaselineParses(t *testing.T) {
-	a, err := NewAllowlist(Baseline, failResolver{t})
+	a, err := newAllowlist(baseline, failResolver{t})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a.Patterns()) != len(Baseline) {
-		t.Errorf("Baseline has duplicates or non-canonical entries: %q", a.Patterns())
+	if len(a.Patterns()) != len(baseline) {
+		t.Errorf("baseline has duplicates or non-canonical entries: %q", a.Patterns())
 	}
-	for i, s := range Baseline {
+	for i, s := range baseline {
 		if p := mustParse(t, s); p.String() != s {
-			t.Errorf("Baseline[%d] = %q is not canonical (%q)", i, s, p.String())
+			t.Errorf("baseline[%d] = %q is not canonical (%q)", i, s, p.String())
 		}
 	}
 }
@@ -697,7 +697,7 @@ func TestBaselineParses(t *testing.T) {
 // The baseline names no package registry, and no baseline wildcard reaches
 // one. (The registry hosts live here, in a test, not in baseline.go.)
 func TestBaselineHasNoRegistry(t *testing.T) {
-	a := mustAllowlist(t, Baseline, failResolver{t})
+	a := mustAllowlist(t, baseline, failResolver{t})
 	for _, h := range []string{
 		"registry.npmjs.org", "npmjs.org", "registry.yarnpkg.com", "pypi.org", "files.pythonhosted.org",
 		"upload.pypi.org", "crates.io", "index.crates.io", "static.crates.io", "proxy.golang.org",

@@ -1,6 +1,6 @@
 package egress
 
-// Baseline is the embedded allowlist every session starts from: well-known
+// baseline is the embedded allowlist every session starts from: well-known
 // source hosting and LLM model providers, nothing else.
 //
 // Rule for editing this list: it names NO package-registry host of any
@@ -20,7 +20,7 @@ package egress
 // Entries without a port allow 80 and 443 only; the ":22" entries are git over
 // SSH (GIT_SSH_COMMAND routes it through the SOCKS proxy). Every entry must
 // pass ParsePattern; TestBaselineParses checks that.
-var Baseline = []string{
+var baseline = []string{
 	// GitHub
 	"github.com",
 	"github.com:22",

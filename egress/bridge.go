@@ -10,16 +10,16 @@ import (
 	"sync"
 )
 
-// MaxBridgeConns bounds the connections a session's sandboxes may hold open
+// maxBridgeConns bounds the connections a session's sandboxes may hold open
 // through one bridge socket at once: each costs the server descriptors and
 // proxy buffers, and a command could otherwise open them by the thousand.
-const MaxBridgeConns = 512
+const maxBridgeConns = 512
 
-// Bridge exposes a session's proxies as two Unix sockets in a private
+// socketBridge exposes a session's proxies as two Unix sockets in a private
 // directory, for the launcher to bind into a sandbox whose network
 // namespace has no other way out. Each connection is relayed to the
 // proxy's loopback port.
-type Bridge struct {
+type socketBridge struct {
 	dir         string
 	HTTPSocket  string
 	SOCKSSocket string
@@ -30,9 +30,9 @@ type Bridge struct {
 	wg          sync.WaitGroup
 }
 
-// NewBridge creates the sockets under parent (a directory only this user
+// newBridge creates the sockets under parent (a directory only this user
 // can enter) relaying to httpAddr and socksAddr.
-func NewBridge(parent, httpAddr, socksAddr string) (*Bridge, error) {
+func newBridge(parent, httpAddr, socksAddr string) (*socketBridge, error) {
 	dir, err := os.MkdirTemp(parent, "evener-egress-")
 	if err != nil {
 		return nil, fmt.Errorf("egress bridge: %w", err)
@@ -41,7 +41,7 @@ func NewBridge(parent, httpAddr, socksAddr string) (*Bridge, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("egress bridge: %w", err)
 	}
-	b := &Bridge{dir: dir, HTTPSocket: filepath.Join(dir, "http.sock"), SOCKSSocket: filepath.Join(dir, "socks.sock"), conns: map[net.Conn]struct{}{}}
+	b := &socketBridge{dir: dir, HTTPSocket: filepath.Join(dir, "http.sock"), SOCKSSocket: filepath.Join(dir, "socks.sock"), conns: map[net.Conn]struct{}{}}
 	for _, l := range []struct{ sock, addr string }{{b.HTTPSocket, httpAddr}, {b.SOCKSSocket, socksAddr}} {
 		ln, err := net.Listen("unix", l.sock)
 		if err != nil {
@@ -55,7 +55,7 @@ func NewBridge(parent, httpAddr, socksAddr string) (*Bridge, error) {
 	return b, nil
 }
 
-func (b *Bridge) track(c net.Conn, add bool) bool {
+func (b *socketBridge) track(c net.Conn, add bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if add {
@@ -69,9 +69,9 @@ func (b *Bridge) track(c net.Conn, add bool) bool {
 	return true
 }
 
-func (b *Bridge) serve(ln net.Listener, addr string) {
+func (b *socketBridge) serve(ln net.Listener, addr string) {
 	defer b.wg.Done()
-	slots := make(chan struct{}, MaxBridgeConns)
+	slots := make(chan struct{}, maxBridgeConns)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -125,7 +125,7 @@ func relay(a, b net.Conn) {
 
 // Close stops the listeners, cuts every relayed connection and removes
 // the sockets.
-func (b *Bridge) Close() error {
+func (b *socketBridge) Close() error {
 	b.mu.Lock()
 	b.closed = true
 	for c := range b.conns {

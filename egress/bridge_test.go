@@ -8,7 +8,7 @@ import (
 )
 
 // TestBridgeRelaysAndCaps: a connection through the bridge socket reaches
-// the TCP address behind it; beyond MaxBridgeConns open at once, further
+// the TCP address behind it; beyond maxBridgeConns open at once, further
 // connections are closed immediately; Close cuts the open ones and removes
 // the sockets.
 func TestBridgeRelaysAndCaps(t *testing.T) {
@@ -26,7 +26,7 @@ func TestBridgeRelaysAndCaps(t *testing.T) {
 			go func() { io.Copy(c, c); c.Close() }() // echo, held open
 		}
 	}()
-	b, err := NewBridge(t.TempDir(), ln.Addr().String(), ln.Addr().String())
+	b, err := newBridge(t.TempDir(), ln.Addr().String(), ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestBridgeRelaysAndCaps(t *testing.T) {
 			c.Close()
 		}
 	}()
-	for i := 0; i < MaxBridgeConns; i++ {
+	for i := 0; i < maxBridgeConns; i++ {
 		c, err := net.Dial("unix", b.HTTPSocket)
 		if err != nil {
 			t.Fatal(err)

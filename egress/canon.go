@@ -32,12 +32,12 @@ import (
 // more than a few times that.
 const maxRawHost = 1024
 
-// CanonicalHost returns the canonical spelling of host: a lower-case A-label
+// canonicalHost returns the canonical spelling of host: a lower-case A-label
 // name without a trailing dot, a dotted-decimal IPv4 address, or an IPv6
 // address in RFC 5952 form WITHOUT brackets. host is a host alone: "[::1]" and
 // "::1" are both accepted, "example.com:443" is not (split ports off with
 // net.SplitHostPort first).
-func CanonicalHost(host string) (string, error) {
+func canonicalHost(host string) (string, error) {
 	h, err := canonHost(host)
 	if err != nil {
 		return "", err

@@ -91,14 +91,14 @@ func TestCanonicalHost(t *testing.T) {
 		{"0----0", "0----0"},
 	}
 	for _, c := range cases {
-		got, err := CanonicalHost(c.in)
+		got, err := canonicalHost(c.in)
 		if err != nil || got != c.want {
-			t.Errorf("CanonicalHost(%q) = %q, %v; want %q", c.in, got, err, c.want)
+			t.Errorf("canonicalHost(%q) = %q, %v; want %q", c.in, got, err, c.want)
 			continue
 		}
-		again, err := CanonicalHost(got)
+		again, err := canonicalHost(got)
 		if err != nil || again != got {
-			t.Errorf("CanonicalHost(%q) = %q, %v; not idempotent", got, again, err)
+			t.Errorf("canonicalHost(%q) = %q, %v; not idempotent", got, again, err)
 		}
 	}
 }
@@ -178,16 +178,16 @@ func TestCanonicalHostRefuses(t *testing.T) {
 		{"example.0x1f", "IPv4"},
 	}
 	for _, c := range cases {
-		got, err := CanonicalHost(c.in)
+		got, err := canonicalHost(c.in)
 		if err == nil {
-			t.Errorf("CanonicalHost(%q) = %q, want an error (%s)", c.in, got, c.why)
+			t.Errorf("canonicalHost(%q) = %q, want an error (%s)", c.in, got, c.why)
 			continue
 		}
 		if !strings.Contains(err.Error(), c.why) {
-			t.Errorf("CanonicalHost(%q) error %q, want it to mention %q", c.in, err, c.why)
+			t.Errorf("canonicalHost(%q) error %q, want it to mention %q", c.in, err, c.why)
 		}
 		if strings.ContainsAny(err.Error(), "\x00\r\n") {
-			t.Errorf("CanonicalHost(%q) error %q is not one line", c.in, err)
+			t.Errorf("canonicalHost(%q) error %q is not one line", c.in, err)
 		}
 	}
 }

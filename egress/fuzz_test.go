@@ -24,47 +24,47 @@ func FuzzCanonicalHost(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		c, err := CanonicalHost(s)
+		c, err := canonicalHost(s)
 		if err != nil {
 			if c != "" {
-				t.Fatalf("CanonicalHost(%q) returned %q with error %v", s, c, err)
+				t.Fatalf("canonicalHost(%q) returned %q with error %v", s, c, err)
 			}
 			if strings.ContainsAny(err.Error(), "\x00\r\n") {
-				t.Fatalf("CanonicalHost(%q) error is not one line: %q", s, err)
+				t.Fatalf("canonicalHost(%q) error is not one line: %q", s, err)
 			}
 			return
 		}
 		if strings.ContainsAny(c, "\x00\r\n @/\\%[]*?#\t") {
-			t.Fatalf("CanonicalHost(%q) = %q contains a forbidden byte", s, c)
+			t.Fatalf("canonicalHost(%q) = %q contains a forbidden byte", s, c)
 		}
 		if c == "" || len(c) > 253 {
-			t.Fatalf("CanonicalHost(%q) = %q: bad length", s, c)
+			t.Fatalf("canonicalHost(%q) = %q: bad length", s, c)
 		}
 		for i := 0; i < len(c); i++ {
 			if b := c[i]; b >= 0x80 || b >= 'A' && b <= 'Z' {
-				t.Fatalf("CanonicalHost(%q) = %q is not lower-case ASCII", s, c)
+				t.Fatalf("canonicalHost(%q) = %q is not lower-case ASCII", s, c)
 			}
 		}
-		again, err := CanonicalHost(c)
+		again, err := canonicalHost(c)
 		if err != nil || again != c {
-			t.Fatalf("not idempotent: CanonicalHost(%q) = %q, CanonicalHost(%q) = %q, %v", s, c, c, again, err)
+			t.Fatalf("not idempotent: canonicalHost(%q) = %q, canonicalHost(%q) = %q, %v", s, c, c, again, err)
 		}
 		// An address's canonical form is netip's; a name never looks like one.
 		if a, err := netip.ParseAddr(c); err == nil {
 			if a.String() != c || a.Is4In6() || a.Zone() != "" {
-				t.Fatalf("CanonicalHost(%q) = %q is not a canonical address", s, c)
+				t.Fatalf("canonicalHost(%q) = %q is not a canonical address", s, c)
 			}
 		} else if endsInNumber(c) || strings.Contains(c, ":") {
-			t.Fatalf("CanonicalHost(%q) = %q is a numeric-looking name", s, c)
+			t.Fatalf("canonicalHost(%q) = %q is a numeric-looking name", s, c)
 		}
 		// Bracketing an IPv6 result, or adding one trailing dot to a name,
 		// changes nothing.
 		if strings.Contains(c, ":") {
-			if b, err := CanonicalHost("[" + c + "]"); err != nil || b != c {
-				t.Fatalf("CanonicalHost([%s]) = %q, %v", c, b, err)
+			if b, err := canonicalHost("[" + c + "]"); err != nil || b != c {
+				t.Fatalf("canonicalHost([%s]) = %q, %v", c, b, err)
 			}
-		} else if d, err := CanonicalHost(c + "."); err != nil || d != c {
-			t.Fatalf("CanonicalHost(%q.) = %q, %v", c, d, err)
+		} else if d, err := canonicalHost(c + "."); err != nil || d != c {
+			t.Fatalf("canonicalHost(%q.) = %q, %v", c, d, err)
 		}
 	})
 }
@@ -227,7 +227,7 @@ func FuzzDecide(f *testing.F) {
 			}
 			return answer, nil
 		})
-		a, err := NewAllowlist(patterns, res)
+		a, err := newAllowlist(patterns, res)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,8 +245,8 @@ func FuzzDecide(f *testing.F) {
 		if port < 1 || port > 65535 || d.Port != port {
 			t.Fatalf("allowed port %d: %+v", port, d)
 		}
-		if c, err := CanonicalHost(host); err != nil || c != d.Host {
-			t.Fatalf("Decide(%q).Host = %q, CanonicalHost = %q, %v", host, d.Host, c, err)
+		if c, err := canonicalHost(host); err != nil || c != d.Host {
+			t.Fatalf("Decide(%q).Host = %q, canonicalHost = %q, %v", host, d.Host, c, err)
 		}
 		if len(d.Addrs) == 0 {
 			t.Fatalf("allowed without addresses: %+v", d)

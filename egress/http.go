@@ -42,8 +42,8 @@ const (
 	// httpMaxResponseHeaderBytes bounds an upstream response head.
 	httpMaxResponseHeaderBytes = 256 << 10
 
-	// DeniedHeader carries the reason (one escaped line) on every 403.
-	DeniedHeader = "X-Evener-Denied"
+	// deniedHeader carries the reason (one escaped line) on every 403.
+	deniedHeader = "X-Evener-Denied"
 )
 
 var errHeadTooLarge = errors.New("request head too large")
@@ -51,7 +51,7 @@ var errHeadTooLarge = errors.New("request head too large")
 // newUpstreamTransport is the plain-HTTP forwarder's client. It never uses
 // an environment proxy, never adds compression, and dials only address
 // literals: requests reach it with URL.Host set to the checked address.
-func (p *Proxies) newUpstreamTransport() *http.Transport {
+func (p *proxyPair) newUpstreamTransport() *http.Transport {
 	return &http.Transport{
 		Proxy:                  nil,
 		DialContext:            p.dialLiteral,
@@ -67,7 +67,7 @@ func (p *Proxies) newUpstreamTransport() *http.Transport {
 // dialLiteral is the upstream transport's dialer: addr must be an IP
 // address and port (the checked address the request was rewritten to);
 // a name is refused rather than resolved.
-func (p *Proxies) dialLiteral(ctx context.Context, network, addr string) (net.Conn, error) {
+func (p *proxyPair) dialLiteral(ctx context.Context, network, addr string) (net.Conn, error) {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("egress: refusing to dial %q: not a checked address", addr)
@@ -90,7 +90,7 @@ func (e *upstreamDialError) Unwrap() error { return e.err }
 // also takes it out of the table Close empties.
 type trackedConn struct {
 	net.Conn
-	p    *Proxies
+	p    *proxyPair
 	once sync.Once
 }
 
@@ -102,7 +102,7 @@ func (c *trackedConn) Close() error {
 
 // httpClientConn is one client connection to the HTTP proxy.
 type httpClientConn struct {
-	p  *Proxies
+	p  *proxyPair
 	c  net.Conn
 	br *bufio.Reader
 	bw *bufio.Writer
@@ -114,7 +114,7 @@ type httpClientConn struct {
 	continueSent bool
 }
 
-func (p *Proxies) serveHTTPConn(c net.Conn) {
+func (p *proxyPair) serveHTTPConn(c net.Conn) {
 	hc := &httpClientConn{
 		p:  p,
 		c:  c,
@@ -246,13 +246,13 @@ func (hc *httpClientConn) authorized(req *http.Request) bool {
 	return u&w == 1
 }
 
-// deny answers a refusal: 403, the reason in DeniedHeader, a violation.
+// deny answers a refusal: 403, the reason in deniedHeader, a violation.
 func (hc *httpClientConn) deny(req *http.Request, via, host string, port int, reason string, closeConn bool) bool {
 	v := hc.p.refused(via, host, port, reason)
 	if reason == "" {
 		reason = "not allowed"
 	}
-	return hc.reply(req, http.StatusForbidden, http.Header{DeniedHeader: {reason}},
+	return hc.reply(req, http.StatusForbidden, http.Header{deniedHeader: {reason}},
 		"evener-mcp: egress refused "+v.Target+": "+v.Raw+"\n", closeConn)
 }
 
@@ -274,7 +274,7 @@ func (hc *httpClientConn) connect(req *http.Request) {
 		return
 	}
 	d := hc.p.decide(hc.p.ctx, host, port)
-	if d.LookupFailed() {
+	if d.lookupFailed() {
 		hc.unreachable(req, lookupFailure(d), true)
 		return
 	}
@@ -360,12 +360,12 @@ func (hc *httpClientConn) forward(req *http.Request, hostValues []string) bool {
 	}
 	// The Host header may not name another host than the request line.
 	// (A host the canonicaliser refuses is refused by the decision below.)
-	if want, err := CanonicalHost(host); err == nil {
+	if want, err := canonicalHost(host); err == nil {
 		for _, hv := range hostValues {
 			hh, hp, err := hostPortOf(hv)
 			got := ""
 			if err == nil {
-				got, err = CanonicalHost(hh)
+				got, err = canonicalHost(hh)
 			}
 			if err != nil || got != want || hp != port {
 				reason := fmt.Sprintf("Host header %q differs from the request-URI host %q", hv, u.Host)
@@ -374,7 +374,7 @@ func (hc *httpClientConn) forward(req *http.Request, hostValues []string) bool {
 		}
 	}
 	d := hc.p.decide(hc.p.ctx, host, port)
-	if d.LookupFailed() {
+	if d.lookupFailed() {
 		return hc.unreachable(req, lookupFailure(d), false)
 	}
 	if !d.Allow {

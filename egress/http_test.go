@@ -185,9 +185,9 @@ func TestHTTPConnectDenied(t *testing.T) {
 			continue
 		}
 		host, port, _ := net.SplitHostPort(target)
-		reason := resp.Header.Get(DeniedHeader)
+		reason := resp.Header.Get(deniedHeader)
 		if reason != net.JoinHostPort(host, port)+" is not on the test allowlist" {
-			t.Errorf("CONNECT %s: %s header %q", target, DeniedHeader, reason)
+			t.Errorf("CONNECT %s: %s header %q", target, deniedHeader, reason)
 		}
 		if !strings.Contains(string(body), "refused") {
 			t.Errorf("CONNECT %s: body %q", target, body)
@@ -211,7 +211,7 @@ func TestHTTPConnectDenied(t *testing.T) {
 
 // TestHTTPDeniedReasonCannotInjectHeaders: the reason is one escaped line.
 func TestHTTPDeniedReasonCannotInjectHeaders(t *testing.T) {
-	p, err := Start(Options{Decider: deciderFunc(func(host string, port int) Decision {
+	p, err := startProxies(proxyOptions{Decider: deciderFunc(func(host string, port int) Decision {
 		return Decision{Reason: "bad\r\nX-Injected: 1\r\n\r\nHTTP/1.1 200 OK"}
 	})})
 	if err != nil {
@@ -225,7 +225,7 @@ func TestHTTPDeniedReasonCannotInjectHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != 403 || resp.Header.Get("X-Injected") != "" || strings.ContainsAny(resp.Header.Get(DeniedHeader), "\r\n") {
+	if resp.StatusCode != 403 || resp.Header.Get("X-Injected") != "" || strings.ContainsAny(resp.Header.Get(deniedHeader), "\r\n") {
 		t.Errorf("%s %v", resp.Status, resp.Header)
 	}
 }
@@ -341,7 +341,7 @@ func TestHTTPKeepAliveDecidedPerRequest(t *testing.T) {
 	}
 	io.WriteString(r, get(denied))
 	resp, _ := r.read(t, "GET")
-	if resp.StatusCode != http.StatusForbidden || resp.Header.Get(DeniedHeader) == "" {
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get(deniedHeader) == "" {
 		t.Fatalf("second (denied host, same connection): %s", resp.Status)
 	}
 	// Pipelined: allowed then denied in one write.
@@ -393,7 +393,7 @@ func TestHTTPHostHeaderMismatch(t *testing.T) {
 			}
 			continue
 		}
-		if resp.StatusCode != http.StatusForbidden || !strings.Contains(resp.Header.Get(DeniedHeader), "Host header") {
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(resp.Header.Get(deniedHeader), "Host header") {
 			t.Errorf("Host %q for %s: %s %v", tc.host, tc.uri, resp.Status, resp.Header)
 		}
 		if up.hits.Load() != hits || len(h.dec.Calls()) != calls {

@@ -21,8 +21,8 @@ const HostsEnv = "EVENER_MCP_HOSTS"
 // bridge the launcher binds into every sandbox, and the refusals recorded.
 type Outlet struct {
 	Allowlist *Allowlist
-	proxies   *Proxies
-	bridge    *Bridge
+	proxies   *proxyPair
+	bridge    *socketBridge
 
 	mu         sync.Mutex
 	violations []timedViolation
@@ -45,7 +45,7 @@ type BridgeInfo struct {
 }
 
 // OpenOutlet starts a session's proxies behind an allowlist made of the
-// embedded Baseline plus allow, and a bridge under socketParent. hostsFile,
+// embedded baseline plus allow, and a bridge under socketParent. hostsFile,
 // if set, pins names before DNS (lines "ADDRESS NAME..."). onDeny, if set,
 // also receives every refusal.
 func OpenOutlet(allow []string, hostsFile, socketParent string, onDeny func(Violation)) (*Outlet, error) {
@@ -57,12 +57,12 @@ func OpenOutlet(allow []string, hostsFile, socketParent string, onDeny func(Viol
 		}
 		res = hr
 	}
-	al, err := NewAllowlist(append(append([]string{}, Baseline...), allow...), res)
+	al, err := newAllowlist(append(append([]string{}, baseline...), allow...), res)
 	if err != nil {
 		return nil, fmt.Errorf("allowlist: %w", err)
 	}
 	s := &Outlet{Allowlist: al}
-	s.proxies, err = Start(Options{Decider: al, OnViolation: func(v Violation) {
+	s.proxies, err = startProxies(proxyOptions{Decider: al, OnViolation: func(v Violation) {
 		s.record(v)
 		if onDeny != nil {
 			onDeny(v)
@@ -71,7 +71,7 @@ func OpenOutlet(allow []string, hostsFile, socketParent string, onDeny func(Viol
 	if err != nil {
 		return nil, fmt.Errorf("egress proxies: %w", err)
 	}
-	s.bridge, err = NewBridge(socketParent, s.proxies.HTTPAddr(), s.proxies.SOCKSAddr())
+	s.bridge, err = newBridge(socketParent, s.proxies.HTTPAddr(), s.proxies.SOCKSAddr())
 	if err != nil {
 		s.proxies.Close()
 		return nil, err

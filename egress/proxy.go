@@ -1,7 +1,7 @@
 package egress
 
 // This file is what the two proxies share: the Decider they consult, the
-// Violation they report, the session's pair (Proxies) with its credentials,
+// Violation they report, the session's pair (proxyPair) with its credentials,
 // the connection table Close empties, dialing a checked address, and the
 // byte pump of an established tunnel.
 //
@@ -16,7 +16,7 @@ package egress
 //
 // # Refused, or unreachable
 //
-// Only a policy decision is a refusal: HTTP 403 (the reason in DeniedHeader),
+// Only a policy decision is a refusal: HTTP 403 (the reason in deniedHeader),
 // SOCKS5 reply 2 "connection not allowed by ruleset", and a Violation. An
 // allowed destination the proxy cannot reach is a gateway failure, answered
 // as such and never reported as a violation (it breaks no rule; the client
@@ -58,19 +58,19 @@ type Decider interface {
 	Decide(ctx context.Context, host string, port int) Decision
 }
 
-// ActionNetworkOutbound is Violation.Action for every refusal here.
-const ActionNetworkOutbound = "network-outbound"
+// actionNetworkOutbound is Violation.Action for every refusal here.
+const actionNetworkOutbound = "network-outbound"
 
 // Violation is the event a refused connection reports (README, "The
 // network"): the audit and the shell call's violations carry it.
 type Violation struct {
-	Action string // always ActionNetworkOutbound
+	Action string // always actionNetworkOutbound
 	Target string // host:port as the client asked (control bytes escaped)
 	Raw    string // the reason line: "<proxy> <verb>: <reason>"
 }
 
-// Options configures one session's pair of proxies.
-type Options struct {
+// proxyOptions configures one session's pair of proxies.
+type proxyOptions struct {
 	Decider Decider
 	// OnViolation is called for every policy refusal (may be nil), never
 	// for an allowed destination that could not be reached, on the
@@ -97,10 +97,10 @@ const (
 // errProxiesClosed is returned for work that arrives after Close.
 var errProxiesClosed = errors.New("egress: proxies closed")
 
-// Proxies is one session's pair: an HTTP proxy (CONNECT and plain HTTP) and a
+// proxyPair is one session's pair: an HTTP proxy (CONNECT and plain HTTP) and a
 // SOCKS5 proxy, each on 127.0.0.1 with a random port, each requiring its own
 // random credentials. Close ends both and every connection through them.
-type Proxies struct {
+type proxyPair struct {
 	decider     Decider
 	onViolation func(Violation)
 	dialTimeout time.Duration
@@ -126,13 +126,13 @@ type Proxies struct {
 	closeErr  error
 }
 
-// Start opens a session's two proxies on 127.0.0.1 and serves them until
+// startProxies opens a session's two proxies on 127.0.0.1 and serves them until
 // Close.
-func Start(o Options) (*Proxies, error) {
+func startProxies(o proxyOptions) (*proxyPair, error) {
 	if o.Decider == nil {
-		return nil, errors.New("egress: Options.Decider is required")
+		return nil, errors.New("egress: proxyOptions.Decider is required")
 	}
-	p := &Proxies{
+	p := &proxyPair{
 		decider:     o.Decider,
 		onViolation: o.OnViolation,
 		dialTimeout: o.DialTimeout,
@@ -181,26 +181,26 @@ func randomCredential() (string, error) {
 }
 
 // HTTPAddr is the HTTP proxy's address, "127.0.0.1:port".
-func (p *Proxies) HTTPAddr() string { return p.httpLn.Addr().String() }
+func (p *proxyPair) HTTPAddr() string { return p.httpLn.Addr().String() }
 
 // SOCKSAddr is the SOCKS5 proxy's address, "127.0.0.1:port".
-func (p *Proxies) SOCKSAddr() string { return p.socksLn.Addr().String() }
+func (p *proxyPair) SOCKSAddr() string { return p.socksLn.Addr().String() }
 
 // HTTPUser is the user name the HTTP proxy requires (Proxy-Authorization: Basic).
-func (p *Proxies) HTTPUser() string { return p.httpUser }
+func (p *proxyPair) HTTPUser() string { return p.httpUser }
 
 // HTTPPassword is the password the HTTP proxy requires.
-func (p *Proxies) HTTPPassword() string { return p.httpPassword }
+func (p *proxyPair) HTTPPassword() string { return p.httpPassword }
 
 // SOCKSUser is the user name the SOCKS5 proxy requires (RFC 1929).
-func (p *Proxies) SOCKSUser() string { return p.socksUser }
+func (p *proxyPair) SOCKSUser() string { return p.socksUser }
 
 // SOCKSPassword is the password the SOCKS5 proxy requires.
-func (p *Proxies) SOCKSPassword() string { return p.socksPassword }
+func (p *proxyPair) SOCKSPassword() string { return p.socksPassword }
 
 // Close stops both listeners, cuts every open connection and tunnel, and
 // waits for every goroutine the proxies started. It is idempotent.
-func (p *Proxies) Close() error {
+func (p *proxyPair) Close() error {
 	p.closeOnce.Do(func() {
 		p.mu.Lock()
 		p.closed = true
@@ -229,7 +229,7 @@ func (p *Proxies) Close() error {
 
 // track records c as open; false means the proxies are closed and the caller
 // must close c itself.
-func (p *Proxies) track(c net.Conn) bool {
+func (p *proxyPair) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -239,7 +239,7 @@ func (p *Proxies) track(c net.Conn) bool {
 	return true
 }
 
-func (p *Proxies) untrack(c net.Conn) {
+func (p *proxyPair) untrack(c net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, c)
 	p.mu.Unlock()
@@ -247,7 +247,7 @@ func (p *Proxies) untrack(c net.Conn) {
 
 // acceptLoop serves ln until it is closed, one tracked goroutine per
 // connection.
-func (p *Proxies) acceptLoop(ln net.Listener, serve func(net.Conn)) {
+func (p *proxyPair) acceptLoop(ln net.Listener, serve func(net.Conn)) {
 	backoff := 5 * time.Millisecond
 	for {
 		c, err := ln.Accept()
@@ -279,7 +279,7 @@ func (p *Proxies) acceptLoop(ln net.Listener, serve func(net.Conn)) {
 }
 
 // decide asks the Decider, bounded by the dial timeout and by Close.
-func (p *Proxies) decide(ctx context.Context, host string, port int) Decision {
+func (p *proxyPair) decide(ctx context.Context, host string, port int) Decision {
 	ctx, cancel := context.WithTimeout(ctx, p.dialTimeout)
 	defer cancel()
 	return p.decider.Decide(ctx, host, port)
@@ -287,12 +287,12 @@ func (p *Proxies) decide(ctx context.Context, host string, port int) Decision {
 
 // refused reports a refusal and returns the reason line it reported.
 // via names the proxy and verb ("http CONNECT", "socks5 BIND").
-func (p *Proxies) refused(via, host string, port int, reason string) Violation {
+func (p *proxyPair) refused(via, host string, port int, reason string) Violation {
 	if reason == "" {
 		reason = "not allowed"
 	}
 	v := Violation{
-		Action: ActionNetworkOutbound,
+		Action: actionNetworkOutbound,
 		Target: printableASCII(net.JoinHostPort(host, strconv.Itoa(port)), 300),
 		Raw:    printableASCII(via+": "+reason, 500),
 	}
@@ -305,7 +305,7 @@ func (p *Proxies) refused(via, host string, port int, reason string) Violation {
 // dialDecision connects to one of an allowed Decision's checked addresses,
 // in order, sharing the dial timeout among them. The connection is tracked;
 // the caller closes and untracks it.
-func (p *Proxies) dialDecision(ctx context.Context, d Decision, askedPort int) (net.Conn, error) {
+func (p *proxyPair) dialDecision(ctx context.Context, d Decision, askedPort int) (net.Conn, error) {
 	port := d.Port
 	if port == 0 {
 		port = askedPort
@@ -360,7 +360,7 @@ type upstreamFailure struct {
 }
 
 // lookupFailure is the answer to an allowed name that did not resolve
-// (d.LookupFailed).
+// (d.lookupFailed).
 func lookupFailure(d Decision) upstreamFailure {
 	return upstreamFailure{http.StatusBadGateway, socksHostUnreachable, d.Reason}
 }
@@ -398,7 +398,7 @@ var tunnelBuffers = sync.Pool{New: func() any { b := make([]byte, tunnelBufferSi
 // directions end. pending holds client bytes already read past the request
 // (sent first). An end of stream on one side is passed on as a half-close;
 // an error on either side cuts both. Both connections are closed on return.
-func (p *Proxies) pipeTunnel(client net.Conn, pending []byte, upstream net.Conn) {
+func (p *proxyPair) pipeTunnel(client net.Conn, pending []byte, upstream net.Conn) {
 	defer upstream.Close()
 	defer client.Close()
 	if len(pending) > 0 {

@@ -58,7 +58,7 @@ func (f *fakeDecider) Calls() []string {
 
 // harness is a session's proxies with recorders for violations and dials.
 type harness struct {
-	p   *Proxies
+	p   *proxyPair
 	dec *fakeDecider
 
 	mu         sync.Mutex
@@ -84,7 +84,7 @@ func startHarness(tb testing.TB, dec *fakeDecider) *harness {
 	tb.Helper()
 	h := &harness{dec: dec}
 	var d net.Dialer
-	p, err := Start(Options{
+	p, err := startProxies(proxyOptions{
 		Decider: dec,
 		OnViolation: func(v Violation) {
 			h.mu.Lock()
@@ -242,8 +242,8 @@ func TestStartListensOnLoopbackWithRandomCredentials(t *testing.T) {
 		}
 		seen[c] = true
 	}
-	if _, err := Start(Options{}); err == nil {
-		t.Error("Start without a Decider succeeded")
+	if _, err := startProxies(proxyOptions{}); err == nil {
+		t.Error("startProxies without a Decider succeeded")
 	}
 }
 
@@ -522,7 +522,7 @@ func TestDialTriesEveryCheckedAddress(t *testing.T) {
 	var mu sync.Mutex
 	var dials []string
 	var d net.Dialer
-	p, err := Start(Options{Decider: dec, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+	p, err := startProxies(proxyOptions{Decider: dec, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		mu.Lock()
 		dials = append(dials, addr)
 		mu.Unlock()

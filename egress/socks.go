@@ -249,7 +249,7 @@ func socksReplyBytes(code byte) []byte {
 	return []byte{5, code, 0, socksAtypIPv4, 0, 0, 0, 0, 0, 0}
 }
 
-func (p *Proxies) serveSOCKSConn(c net.Conn) {
+func (p *proxyPair) serveSOCKSConn(c net.Conn) {
 	c.SetDeadline(time.Now().Add(socksHandshakeTimeout))
 	req, err := socksNegotiate(c, p.socksUser, p.socksPassword)
 	if err != nil {
@@ -262,7 +262,7 @@ func (p *Proxies) serveSOCKSConn(c net.Conn) {
 		return
 	}
 	d := p.decide(p.ctx, req.host, req.port)
-	if d.LookupFailed() {
+	if d.lookupFailed() {
 		// Allowed, but the name did not resolve: no violation.
 		socksReply(c, lookupFailure(d).socks)
 		lingerClose(c)

@@ -108,7 +108,7 @@ func TestSOCKSConnectByDomain(t *testing.T) {
 			t.Errorf("%q: connection left open after a refusal", tc.host)
 		}
 		v := h.Violations()
-		if len(v) != before+1 || v[len(v)-1].Action != ActionNetworkOutbound || !strings.HasPrefix(v[len(v)-1].Raw, "socks5 CONNECT: ") {
+		if len(v) != before+1 || v[len(v)-1].Action != actionNetworkOutbound || !strings.HasPrefix(v[len(v)-1].Raw, "socks5 CONNECT: ") {
 			t.Errorf("%q: violations %v", tc.host, v)
 		}
 	}

@@ -62,7 +62,7 @@ func startUnreachableFixture(t *testing.T) *unreachableFixture {
 	al := mustAllowlist(t, patterns, res)
 
 	h := &harness{}
-	p, err := Start(Options{
+	p, err := startProxies(proxyOptions{
 		Decider: al,
 		OnViolation: func(v Violation) {
 			h.mu.Lock()
@@ -161,7 +161,7 @@ func TestUnreachableIsNotRefusal(t *testing.T) {
 }
 
 // checkAnswer judges one HTTP proxy answer: the status, the reason after the
-// standard phrase and in the body, DeniedHeader on refusals only, and no
+// standard phrase and in the body, deniedHeader on refusals only, and no
 // checked address or dialer text leaking into a failure.
 func checkAnswer(t *testing.T, via string, resp *http.Response, body string, status int, why string) {
 	t.Helper()
@@ -172,12 +172,12 @@ func checkAnswer(t *testing.T, via string, resp *http.Response, body string, sta
 	switch {
 	case status == http.StatusOK:
 	case status == http.StatusForbidden:
-		if d := resp.Header.Get(DeniedHeader); !strings.Contains(d, why) || !strings.Contains(body, "egress refused") {
-			t.Errorf("%s: refusal %s, %s %q, body %q", via, resp.Status, DeniedHeader, d, body)
+		if d := resp.Header.Get(deniedHeader); !strings.Contains(d, why) || !strings.Contains(body, "egress refused") {
+			t.Errorf("%s: refusal %s, %s %q, body %q", via, resp.Status, deniedHeader, d, body)
 		}
 	default:
-		if resp.Header.Get(DeniedHeader) != "" {
-			t.Errorf("%s: %s carries %s: %q", via, resp.Status, DeniedHeader, resp.Header.Get(DeniedHeader))
+		if resp.Header.Get(deniedHeader) != "" {
+			t.Errorf("%s: %s carries %s: %q", via, resp.Status, deniedHeader, resp.Header.Get(deniedHeader))
 		}
 		if !strings.Contains(resp.Status, why) || !strings.Contains(body, why) || !strings.Contains(body, "not a policy refusal") {
 			t.Errorf("%s: %s, body %q; want %q in both", via, resp.Status, body, why)
