@@ -56,7 +56,6 @@ func (d *Dir) Entries(max int) ([]DirEntry, bool, error) { return nil, false, er
 func (d *Dir) OpenDir(name string) (*Dir, error)         { return nil, errNoFileAccess }
 func (d *Dir) OpenFile(name string) (*os.File, error)    { return nil, errNoFileAccess }
 func (d *Dir) Display() string                           { return "" }
-func (d *Dir) Real() string                              { return "" }
 func (d *Dir) Close() error                              { return nil }
 
 // Stage is unavailable outside Linux in this build.
