@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,7 +143,10 @@ func inCgroup(pid int, dir string) bool {
 // killed processes under load), so it retries with backoff for up to 10 s.
 func removePidsCgroup(dir string) {
 	deadline := time.Now().Add(10 * time.Second)
-	for wait := 2 * time.Millisecond; ; wait = min(wait*2, 200*time.Millisecond) {
+	// The sandbox's init usually finishes exiting (its mount namespace
+	// torn down) within a millisecond of bwrap: the first retries are
+	// short.
+	for wait := 100 * time.Microsecond; ; wait = min(wait*2, 200*time.Millisecond) {
 		err := unix.Rmdir(dir)
 		if err == nil || errors.Is(err, unix.ENOENT) || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
 			return
@@ -153,9 +157,9 @@ func removePidsCgroup(dir string) {
 
 // spawner is one locked OS thread living in a session's pids cgroup (cgroup
 // v1, where a single thread can be moved): every bubblewrap it starts is
-// born in that cgroup, so a spawn pays no migration (a v1 migration waits
-// for an RCU grace period, 5-17 ms on an idle host). The limit then bounds
-// the session's processes together rather than each command's.
+// born in that cgroup, so a spawn pays no migration (moving another process
+// waits for an RCU grace period, 5-17 ms on an idle host). The limit then
+// bounds the session's processes together rather than each command's.
 type spawner struct {
 	dir  string
 	reqs chan spawnReq
@@ -183,25 +187,7 @@ func newSpawner(max int64) (*spawner, error) {
 	}
 	sp := &spawner{dir: dir, reqs: make(chan spawnReq), done: make(chan struct{})}
 	ready := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if unix.Gettid() != unix.Getpid() {
-			sp.serve(ready)
-			return
-		}
-		// The main thread is never terminated (a locked goroutine that
-		// ends on it only parks it), so it must not be the one moved into
-		// the cgroup: hold it while another goroutine, which therefore
-		// cannot be scheduled here, locks a thread of its own.
-		locked := make(chan struct{})
-		go func() {
-			runtime.LockOSThread()
-			close(locked)
-			sp.serve(ready)
-		}()
-		<-locked
-		runtime.UnlockOSThread()
-	}()
+	onOwnThread(func() { sp.serve(ready) })
 	if err := <-ready; err != nil {
 		<-sp.done
 		removePidsCgroup(dir)
@@ -216,7 +202,7 @@ func newSpawner(max int64) (*spawner, error) {
 // back to the runtime's pool).
 func (sp *spawner) serve(ready chan<- error) {
 	defer close(sp.done)
-	if err := os.WriteFile(filepath.Join(sp.dir, "tasks"), []byte(strconv.Itoa(unix.Gettid())), 0); err != nil {
+	if err := joinSelf(sp.dir); err != nil {
 		runtime.UnlockOSThread() // never moved: the thread may serve others again
 		ready <- fmt.Errorf("move the spawner thread: %w", err)
 		return
@@ -241,6 +227,97 @@ func (sp *spawner) stop() {
 	close(sp.reqs)
 	<-sp.done
 	removePidsCgroup(sp.dir)
+}
+
+// onOwnThread runs f on a goroutine locked to an OS thread that is not the
+// main thread. If f returns still locked, the thread ends with it (a
+// thread left in a spawn's cgroup must never start anything else); f
+// unlocks it to give it back to the runtime. The main thread is never
+// terminated (a locked goroutine that ends on it only parks it), so it is
+// not used: it is held while another goroutine, which therefore cannot be
+// scheduled there, locks a thread of its own.
+func onOwnThread(f func()) {
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() != unix.Getpid() {
+			f()
+			return
+		}
+		locked := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(locked)
+			f()
+		}()
+		<-locked
+		runtime.UnlockOSThread()
+	}()
+}
+
+// joinSelf moves the calling thread, alone, into the cgroup v1 directory
+// dir. Written as "0" (the writer itself), the move takes no global lock:
+// it costs no RCU grace period, unlike moving another task.
+func joinSelf(dir string) error {
+	if err := os.WriteFile(filepath.Join(dir, "tasks"), []byte("0"), 0); err != nil {
+		return fmt.Errorf("move a thread into %s: %w", dir, err)
+	}
+	return nil
+}
+
+// threadPidsCgroup is the cgroup v1 pids directory the calling thread is in.
+func threadPidsCgroup() (string, error) {
+	b, err := os.ReadFile("/proc/thread-self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for l := range strings.Lines(string(b)) {
+		// "ID:CONTROLLERS:PATH", CONTROLLERS a comma list.
+		_, rest, _ := strings.Cut(strings.TrimSpace(l), ":")
+		ctl, path, ok := strings.Cut(rest, ":")
+		if ok && slices.Contains(strings.Split(ctl, ","), "pids") && filepath.IsAbs(path) {
+			return filepath.Join(filepath.Dir(pidsCtl.dir), path), nil
+		}
+	}
+	return "", errors.New("no pids cgroup in /proc/thread-self/cgroup")
+}
+
+// startInCgroup starts cmd (cgroup v1) from a thread of its own that first
+// moved itself into dir, so the process is born there and no task is ever
+// migrated into dir by another (see joinSelf). The thread then moves back
+// where it came from and returns to the runtime. If it cannot, it stays
+// apart and ends once stuck is closed (after cmd ended: bwrap's parent
+// death signal follows the thread that started it). joined is false when
+// the thread could not enter dir (cmd was not started: the caller starts it
+// the usual way); otherwise err is cmd.Start's.
+func startInCgroup(dir string, cmd *exec.Cmd, stuck <-chan struct{}) (joined bool, err error) {
+	type result struct {
+		joined bool
+		err    error
+	}
+	res := make(chan result, 1)
+	onOwnThread(func() {
+		from, err := threadPidsCgroup()
+		if err == nil {
+			err = joinSelf(dir)
+		}
+		if err != nil {
+			runtime.UnlockOSThread()
+			res <- result{false, err}
+			return
+		}
+		err = cmd.Start()
+		if joinSelf(from) == nil {
+			runtime.UnlockOSThread()
+			res <- result{true, err}
+			return
+		}
+		res <- result{true, err}
+		if err == nil {
+			<-stuck
+		}
+	})
+	r := <-res
+	return r.joined, r.err
 }
 
 // sweepStale removes the empty cgroups of servers that are gone (killed

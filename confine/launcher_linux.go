@@ -1,12 +1,12 @@
 package confine
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,9 +34,10 @@ type osBackend struct {
 // osSpawn is a sandboxed spawn's descriptors and process cgroup.
 type osSpawn struct {
 	seccompR, infoR, infoW, blockR, blockW *os.File
-	cgroup                                 string   // pids cgroup of a root server's spawn
-	bwrapJoined                            bool     // bwrap is in it (born there, or moved right after start)
-	spawner                                *spawner // bwrap is started by it, born in its cgroup
+	cgroup                                 string        // pids cgroup of a root server's spawn
+	bwrapJoined                            bool          // bwrap is in it (born there, or moved right after start)
+	spawner                                *spawner      // bwrap is started by it, born in its cgroup
+	stuck                                  chan struct{} // closed at end: see startInCgroup
 }
 
 func (b *osBackend) ready() error { return nil }
@@ -121,9 +122,18 @@ func (b *osBackend) start(s *Launcher, sp *spawn, onStart func()) error {
 	cmd.Dir = "/" // bwrap changes to the working directory inside
 	cmd.ExtraFiles = []*os.File{f.seccompR, f.infoW, f.blockR}
 	var err error
-	if f.spawner != nil {
+	joined := false
+	switch {
+	case f.spawner != nil:
 		err = f.spawner.start(cmd)
-	} else {
+	case f.cgroup != "" && !pidsCtl.v2:
+		// Born in its cgroup: no other task moved in (cgroup_linux.go).
+		f.stuck = make(chan struct{})
+		if joined, err = startInCgroup(f.cgroup, cmd, f.stuck); joined {
+			f.bwrapJoined = err == nil
+		}
+	}
+	if f.spawner == nil && !joined {
 		err = cmd.Start()
 	}
 	f.closeChildEnds()
@@ -281,6 +291,9 @@ func (b *osBackend) hold(s *Launcher, bwrapPID int, f *osSpawn, onStart func()) 
 // take a few milliseconds to release the last exited task. close waits.
 func (b *osBackend) end(s *Launcher, sp *spawn) {
 	if f := &sp.os; f.cgroup != "" && f.spawner == nil {
+		if f.stuck != nil {
+			close(f.stuck)
+		}
 		b.cleanup.Add(1)
 		go func() {
 			defer b.cleanup.Done()
@@ -323,8 +336,6 @@ func (b *osBackend) close(s *Launcher) {
 	}
 }
 
-var childPIDRE = regexp.MustCompile(`"child-pid"\s*:\s*(\d+)`)
-
 // readChildPID reads bubblewrap's --info-fd stream only as far as the child
 // pid: bwrap writes the rest of the object only after the sandbox is set up,
 // and waiting for it would stall every spawn. bwrap writes the pid with one
@@ -336,14 +347,42 @@ func readChildPID(r io.Reader) (int, error) {
 	for len(buf) < 4096 {
 		n, err := r.Read(chunk)
 		buf = append(buf, chunk[:n]...)
-		if m := childPIDRE.FindSubmatch(buf); m != nil {
-			return strconv.Atoi(string(m[1]))
+		if pid, ok := childPID(buf); ok {
+			return pid, nil
 		}
 		if err != nil {
 			return 0, err
 		}
 	}
 	return 0, errors.New("no child-pid in bwrap info")
+}
+
+// childPID finds `"child-pid"`, optional blanks, a colon, optional blanks
+// and digits in b (what the regular expression `"child-pid"\s*:\s*(\d+)`
+// matched, without compiling one at every start).
+func childPID(b []byte) (int, bool) {
+	const key = `"child-pid"`
+	for off := 0; ; {
+		i := bytes.Index(b[off:], []byte(key))
+		if i < 0 {
+			return 0, false
+		}
+		off += i + len(key)
+		rest := bytes.TrimLeft(b[off:], " \t\r\n\f\v")
+		if len(rest) == 0 || rest[0] != ':' {
+			continue
+		}
+		rest = bytes.TrimLeft(rest[1:], " \t\r\n\f\v")
+		n := 0
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		pid, err := strconv.Atoi(string(rest[:n]))
+		return pid, err == nil
+	}
 }
 
 // SealInheritedFDs marks every descriptor above stderr close-on-exec, so

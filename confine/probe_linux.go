@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -89,7 +90,9 @@ func findBwrap(env []string) (string, error) {
 	return "", errors.New("bubblewrap (bwrap) not found on PATH")
 }
 
-var versionRE = regexp.MustCompile(`(\d+)\.(\d+)\.(\d+)`)
+// versionRE is compiled on first use: only the full and quick probes read
+// a version, and a one-shot `exec` should not pay for it at start.
+var versionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(\d+)\.(\d+)\.(\d+)`) })
 
 // bwrapVersion runs `bwrap --version`; overlay support arrived in 0.10.0
 // and is confirmed from --help so a patched build is judged by what it has.
@@ -98,7 +101,7 @@ func bwrapVersion(bw string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	m := versionRE.FindStringSubmatch(string(out))
+	m := versionRE().FindStringSubmatch(string(out))
 	if m == nil {
 		return strings.TrimSpace(string(out)), false
 	}
@@ -123,7 +126,7 @@ func bwrapVersionStatic(bw string) (string, bool) {
 	if i < 0 {
 		return bwrapVersion(bw)
 	}
-	m := versionRE.FindSubmatch(b[i:min(len(b), i+40)])
+	m := versionRE().FindSubmatch(b[i:min(len(b), i+40)])
 	if m == nil {
 		return bwrapVersion(bw)
 	}
