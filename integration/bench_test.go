@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
@@ -13,15 +14,23 @@ import (
 )
 
 // benchNet selects --sandbox-net for BenchmarkExecVsBwrap: "off" (the
-// issue 2 target, 1.5x) or "on" (through the egress bridge, 1.6x).
+// issue 12 targets) or "on" (through the egress bridge).
 var benchNet = flag.String("bench-net", "off", "--sandbox-net for BenchmarkExecVsBwrap")
+
+// benchBaseline names a directory holding an earlier build of both
+// binaries (evener-mcp and evener-mcp-server, e.g. `go build -o DIR/
+// ./cmd/...` at an older commit): BenchmarkExecVsBwrap and
+// BenchmarkShellVsBwrap then measure it too, alternated with the current
+// build and bare bubblewrap in the same run, so a before/after comparison
+// shares the machine's noise (before-ms, ratio-before).
+var benchBaseline = flag.String("bench-baseline", os.Getenv("EVENER_BENCH_BASELINE"), "directory of an earlier evener-mcp build to measure side by side")
 
 // BenchmarkExecVsBwrap measures, side by side in one run, the start-to-exit
 // time of `evener-mcp exec --sandbox workspace-write --sandbox-net off --
 // true` and of bare `bwrap --ro-bind / / --dev /dev --proc /proc
 // --unshare-pid --unshare-net true`, alternating the two so machine noise
-// hits both alike, and reports the ratio of the medians (issue target: at
-// most 1.5). Run it with:
+// hits both alike, and reports the ratio of the medians (issue 12's
+// target: at most 2.0 unprivileged, 2.5 as root). Run it with:
 //
 //	go test ./integration/ -run '^$' -bench ExecVsBwrap -benchtime 300x
 func BenchmarkExecVsBwrap(b *testing.B) {
@@ -39,17 +48,27 @@ func BenchmarkExecVsBwrap(b *testing.B) {
 			bare := func() *exec.Cmd {
 				return exec.Command(bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net", "true")
 			}
-			var a, c []time.Duration
+			before := func() *exec.Cmd {
+				return exec.Command(filepath.Join(*benchBaseline, "evener-mcp"), "exec", "--sandbox", "workspace-write", "--sandbox-net", *benchNet, "--", "true")
+			}
+			var a, c, o []time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				a = append(a, timeCmd(b, e, ours()))
 				c = append(c, timeCmd(b, e, bare()))
+				if *benchBaseline != "" {
+					o = append(o, timeCmd(b, e, before()))
+				}
 			}
 			b.StopTimer()
 			ma, mc := median(a), median(c)
 			b.ReportMetric(float64(ma.Microseconds())/1000, "evener-ms")
 			b.ReportMetric(float64(mc.Microseconds())/1000, "bwrap-ms")
 			b.ReportMetric(float64(ma)/float64(mc), "ratio")
+			if len(o) > 0 {
+				b.ReportMetric(float64(median(o).Microseconds())/1000, "before-ms")
+				b.ReportMetric(float64(median(o))/float64(mc), "ratio-before")
+			}
 		})
 	}
 }
