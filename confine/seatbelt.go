@@ -300,7 +300,7 @@ func SeatbeltProfile(p *Policy, l SeatbeltLayout) (string, error) {
 		if l.PinAbsentGit != "" {
 			surf = append(surf, l.PinAbsentGit)
 		}
-		b.section("git config and hooks read-only (spec 000), also where they do not exist yet")
+		b.section("git config and hooks read-only, also where they do not exist yet")
 		b.rule("deny", "file-write*", b.filters("subpath", denySpellAll(surf))...)
 		b.rule("deny", "file-write*", b.filters("regex", regs)...)
 		b.rule("deny", "file-write*", b.filters("literal", denySpellAll(lit))...)
@@ -314,7 +314,7 @@ func SeatbeltProfile(p *Policy, l SeatbeltLayout) (string, error) {
 	if x := p.xdgConf; x != "" {
 		named = append(named, filepath.Join(x, "git", "config"), filepath.Join(x, "fish", "config.fish"))
 	}
-	b.section("written by name nowhere (spec 002): shell startup files, the global git config")
+	b.section("written by name nowhere: shell startup files, the global git config")
 	b.rule("deny", "file-write*", b.filters("literal", denySpellAll(named))...)
 	pinned = append(pinned, named...)
 
