@@ -1,0 +1,274 @@
+//go:build linux
+
+package memory
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/evener-dev/evener-mcp/confine"
+)
+
+// fixture is a host: a home with a secret, a state directory and two
+// worktrees.
+type fixture struct {
+	home, state, wt, wt2, secret string
+	base                         *confine.Policy
+}
+
+func newFixture(t *testing.T, mode confine.Mode) *fixture {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{home: filepath.Join(dir, "home"), wt: filepath.Join(dir, "work", "a"), wt2: filepath.Join(dir, "work", "b")}
+	f.state = filepath.Join(f.home, ".local", "state", "evener-mcp")
+	for _, d := range []string{filepath.Join(f.home, ".ssh"), f.wt, f.wt2} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.secret = filepath.Join(f.home, ".ssh", "id_rsa")
+	if err := os.WriteFile(f.secret, []byte("PRIVATE KEY\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.base, err = confine.Resolve(confine.Spec{Mode: mode, ModeExplicit: true, Workdir: f.wt, Home: f.home, StateDir: f.state},
+		confine.HostReport{OS: "linux", Bwrap: "/usr/bin/bwrap", UserNS: true, Seccomp: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) open(t *testing.T, wt string, lim Limits) *Store {
+	t.Helper()
+	s, err := Open(f.state, wt, f.base, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func root(t *testing.T, s *Store, sc Scope) *Root {
+	t.Helper()
+	r, err := s.Root(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestScopesAndOperations(t *testing.T) {
+	for _, mode := range []confine.Mode{confine.ModeOff, confine.ModeWorkspaceWrite} {
+		t.Run(string(mode), func(t *testing.T) {
+			f := newFixture(t, mode)
+			s1 := f.open(t, f.wt, Limits{})
+			p := root(t, s1, Project)
+			if created, err := p.Write("notes/build.md", []byte("# Build\nuse make -j4\n")); err != nil || !created {
+				t.Fatalf("write: %v %v", created, err)
+			}
+			if _, err := root(t, s1, Personal).Write("prefs.md", []byte("tabs\n")); err != nil {
+				t.Fatal(err)
+			}
+			// The next session of the same project sees it.
+			s2 := f.open(t, f.wt, Limits{})
+			p2 := root(t, s2, Project)
+			b, err := p2.Read("notes/build.md")
+			if err != nil || string(b) != "# Build\nuse make -j4\n" {
+				t.Fatalf("read: %q %v", b, err)
+			}
+			if err := p2.Edit("notes/build.md", "-j4", "-j8"); err != nil {
+				t.Fatal(err)
+			}
+			ms, _, err := p2.Search("make -j8", true)
+			if err != nil || len(ms) != 1 || ms[0].Path != "notes/build.md" || ms[0].Line != 2 {
+				t.Fatalf("search: %+v %v", ms, err)
+			}
+			es, err := p2.List("", true)
+			if err != nil || len(es) != 1 || es[0].FirstLine != "# Build" {
+				t.Fatalf("list: %+v %v", es, err)
+			}
+			// Another project does not see it; personal is shared.
+			s3 := f.open(t, f.wt2, Limits{})
+			if _, err := root(t, s3, Project).Read("notes/build.md"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("other project read: %v", err)
+			}
+			if b, err := root(t, s3, Personal).Read("prefs.md"); err != nil || string(b) != "tabs\n" {
+				t.Fatalf("personal: %q %v", b, err)
+			}
+			// The worktree is recorded beside the root, out of reach.
+			rec, err := os.ReadFile(p.Dir() + ".path")
+			if err != nil || strings.TrimSpace(string(rec)) != f.wt {
+				t.Fatalf("project record: %q %v", rec, err)
+			}
+			if _, err := p.Read("../" + filepath.Base(p.Dir()) + ".path"); err == nil {
+				t.Fatal("the project record is reachable")
+			}
+			if err := p2.Delete("notes/build.md"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p2.Read("notes/build.md"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("after delete: %v", err)
+			}
+		})
+	}
+}
+
+func TestEditCounts(t *testing.T) {
+	f := newFixture(t, confine.ModeOff)
+	r := root(t, f.open(t, f.wt, Limits{}), Project)
+	if _, err := r.Write("a.md", []byte("x x\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Edit("a.md", "x", "y"); err == nil || !strings.Contains(err.Error(), "found 2 times") {
+		t.Fatalf("two matches: %v", err)
+	}
+	if err := r.Edit("a.md", "z", "y"); err == nil || !strings.Contains(err.Error(), "found 0 times") {
+		t.Fatalf("no match: %v", err)
+	}
+}
+
+func TestCaps(t *testing.T) {
+	f := newFixture(t, confine.ModeOff)
+	r := root(t, f.open(t, f.wt, Limits{FileBytes: 10, ScopeBytes: 25, Files: 3}), Project)
+	if _, err := r.Write("big", []byte(strings.Repeat("x", 11))); err == nil || !strings.Contains(err.Error(), "memory file cap") {
+		t.Fatalf("file cap: %v", err)
+	}
+	for _, n := range []string{"a", "b"} {
+		if _, err := r.Write(n, []byte(strings.Repeat("x", 10))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Write("c", []byte(strings.Repeat("x", 6))); err == nil || !strings.Contains(err.Error(), "25-byte cap") {
+		t.Fatalf("scope cap: %v", err)
+	}
+	if _, err := r.Write("a", []byte("y")); err != nil { // a replacement counts its new size only
+		t.Fatal(err)
+	}
+	if _, err := r.Write("c", []byte("z")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Write("d", []byte("z")); err == nil || !strings.Contains(err.Error(), "3 files, its cap") {
+		t.Fatalf("file count: %v", err)
+	}
+	if err := r.Edit("a", "y", strings.Repeat("y", 11)); err == nil || !strings.Contains(err.Error(), "memory file cap") {
+		t.Fatalf("edit over the cap: %v", err)
+	}
+}
+
+// TestEscapes: every spelling that could leave the root is refused, with
+// the session's sandbox off too, and nothing outside is read or written.
+func TestEscapes(t *testing.T) {
+	for _, mode := range []confine.Mode{confine.ModeOff, confine.ModeRestricted} {
+		t.Run(string(mode), func(t *testing.T) {
+			f := newFixture(t, mode)
+			r := root(t, f.open(t, f.wt, Limits{}), Project)
+			for _, p := range []string{"", "..", "../x", "a/../../x", "/etc/passwd", f.secret, "~/.ssh/id_rsa", "~", "a\x00b", ".", "./a", "a//b", "a/", ".git/config", "x/.git/hooks/pre-commit", "a\\b", "\xff"} {
+				if _, err := r.Write(p, []byte("pwned")); err == nil {
+					t.Errorf("write %q accepted", p)
+				}
+				if b, err := r.Read(p); err == nil {
+					t.Errorf("read %q accepted: %q", p, b)
+				}
+				if err := r.Delete(p); err == nil {
+					t.Errorf("delete %q accepted", p)
+				}
+			}
+			// A symlink and a hard link planted by the host inside the root.
+			if err := os.Symlink(f.secret, filepath.Join(r.Dir(), "link")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Dir(f.secret), filepath.Join(r.Dir(), "dirlink")); err != nil {
+				t.Fatal(err)
+			}
+			hard := filepath.Join(r.Dir(), "hard")
+			if err := os.Link(f.secret, hard); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(filepath.Join(r.Dir(), "fifo"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{"link", "dirlink/id_rsa", "hard", "fifo"} {
+				if b, err := r.Read(p); err == nil {
+					t.Errorf("read %s: %q", p, b)
+				}
+			}
+			if _, err := r.Write("dirlink/id_rsa", []byte("pwned")); err == nil {
+				t.Error("write through a directory symlink accepted")
+			}
+			if _, err := r.Write("link", []byte("pwned")); err == nil {
+				t.Error("write onto a symlink accepted")
+			}
+			ms, _, err := r.Search("PRIVATE", true)
+			if err != nil || len(ms) != 0 {
+				t.Errorf("search found the secret: %+v %v", ms, err)
+			}
+			es, _ := r.List("", true)
+			for _, e := range es {
+				if strings.Contains(e.FirstLine, "PRIVATE") {
+					t.Errorf("listing shows the secret: %+v", e)
+				}
+			}
+			if b, _ := os.ReadFile(f.secret); string(b) != "PRIVATE KEY\n" {
+				t.Fatalf("the secret changed: %q", b)
+			}
+		})
+	}
+}
+
+func TestRootSymlinkRefused(t *testing.T) {
+	f := newFixture(t, confine.ModeOff)
+	outside := filepath.Join(filepath.Dir(f.home), "elsewhere")
+	if err := os.MkdirAll(outside, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(f.state, "memory"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(f.state, "memory", "personal")); err != nil {
+		t.Fatal(err)
+	}
+	s := f.open(t, f.wt, Limits{})
+	if _, err := s.Root(Personal); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Fatalf("a symlinked root: %v", err)
+	}
+	if _, err := root(t, s, Project).Write("x", []byte("y")); err != nil {
+		t.Fatalf("project scope: %v", err)
+	}
+	if es, _ := os.ReadDir(outside); len(es) != 0 {
+		t.Fatalf("written through the symlinked root: %v", es)
+	}
+}
+
+func TestCleanPath(t *testing.T) {
+	for _, p := range []string{"a", "a/b.md", "notes/2026-12-01 build.md", "é.md", "...x"} {
+		if _, err := CleanPath(p); err != nil {
+			t.Errorf("%q: %v", p, err)
+		}
+	}
+	// Corpus entries the fuzz target found interesting.
+	for _, p := range []string{"", ".", "..", "/", "//", "a/./b", "a/../b", "~x", "\x00", "a\nb", "\u202e", strings.Repeat("a/", 9) + "a", strings.Repeat("x", 256), "a\\..\\b"} {
+		if _, err := CleanPath(p); err == nil {
+			t.Errorf("%q accepted", p)
+		}
+	}
+}
+
+func TestProjectKey(t *testing.T) {
+	a, b := ProjectKey("/src/app"), ProjectKey("/other/app")
+	if a == b || !strings.HasPrefix(a, "app-") || ProjectKey("/src/app") != a {
+		t.Fatalf("keys: %s %s", a, b)
+	}
+	if k := ProjectKey("/"); !strings.HasPrefix(k, "root-") {
+		t.Fatal(k)
+	}
+	if _, err := CleanPath(ProjectKey("/x/../../y\x00z")); err != nil {
+		t.Fatal(err)
+	}
+}
