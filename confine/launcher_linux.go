@@ -150,26 +150,42 @@ func (b *osBackend) openFiles(s *Launcher, f *osSpawn) error {
 	if err != nil {
 		return err
 	}
-	var w *os.File
-	if f.seccompR, w, err = os.Pipe(); err != nil {
-		return err
+	// Plain pipes: only the info pipe's read end, which a goroutine drains
+	// while the command runs, goes through the runtime's poller; the ends
+	// bwrap gets and the two written once are blocking descriptors, so no
+	// end is registered with epoll, made non-blocking and back again.
+	var p [3][2]int
+	for i := range p {
+		if err := unix.Pipe2(p[i][:], unix.O_CLOEXEC); err != nil {
+			for _, q := range p[:i] {
+				unix.Close(q[0])
+				unix.Close(q[1])
+			}
+			return fmt.Errorf("pipe: %w", err)
+		}
 	}
-	if _, err := w.Write(prog); err != nil {
-		w.Close()
-		f.seccompR.Close()
-		return fmt.Errorf("write seccomp program: %w", err)
+	// The program (under 64 KiB) fits the pipe's buffer: written whole
+	// before bwrap starts.
+	if n, werr := unix.Write(p[0][1], prog); werr != nil {
+		err = werr
+	} else if n != len(prog) {
+		err = io.ErrShortWrite
 	}
-	w.Close()
-	if f.infoR, f.infoW, err = os.Pipe(); err != nil {
-		f.seccompR.Close()
-		return err
+	unix.Close(p[0][1])
+	if err == nil {
+		err = unix.SetNonblock(p[1][0], true)
 	}
-	if f.blockR, f.blockW, err = os.Pipe(); err != nil {
-		f.seccompR.Close()
-		f.infoR.Close()
-		f.infoW.Close()
-		return err
+	if err != nil {
+		unix.Close(p[0][0])
+		for _, q := range p[1:] {
+			unix.Close(q[0])
+			unix.Close(q[1])
+		}
+		return fmt.Errorf("%w: seccomp and info pipes: %v", ErrSandboxSetup, err)
 	}
+	f.seccompR = os.NewFile(uintptr(p[0][0]), "seccomp")
+	f.infoR, f.infoW = os.NewFile(uintptr(p[1][0]), "bwrap-info"), os.NewFile(uintptr(p[1][1]), "bwrap-info")
+	f.blockR, f.blockW = os.NewFile(uintptr(p[2][0]), "bwrap-block"), os.NewFile(uintptr(p[2][1]), "bwrap-block")
 	if s.p.Load().host.RunAsRoot {
 		// RLIMIT_NPROC does not bind host uid 0; a pids cgroup does.
 		// Where no pids controller can be used (a container with a
