@@ -58,6 +58,8 @@ type Flags struct {
 	StateDir     string   // --state-dir
 	// MaxConcurrentCalls is --max-concurrent-calls (0 = unset).
 	MaxConcurrentCalls int
+	// MCPConfigs are --mcp-config files (repeatable): {"mcpServers": {...}}.
+	MCPConfigs []string
 }
 
 // Config is the fully resolved configuration: the confine.Spec plus
@@ -84,6 +86,9 @@ type Config struct {
 	// session runs at once: limits.procs binds each sandbox, so this bounds
 	// a session's processes at MaxConcurrentCalls x procs.
 	MaxConcurrentCalls int
+	// MCPServers are the user's stdio MCP servers run behind evener-mcp,
+	// from trusted layers only, in the order declared.
+	MCPServers []MCPServer
 	// Warnings are one-line notices to print at start.
 	Warnings []string
 	// Sources are the files that were read, in order.
@@ -229,6 +234,15 @@ func (m *merger) flags(f Flags) error {
 			return fmt.Errorf("--tools: %w", err)
 		}
 		c.Tools = tools
+	}
+	for _, p := range f.MCPConfigs {
+		path, err := absFromCwd(p)
+		if err != nil {
+			return fmt.Errorf("--mcp-config %s: %w", p, err)
+		}
+		if err := m.mcpConfigFile(path); err != nil {
+			return err
+		}
 	}
 	if f.MaxConcurrentCalls != 0 {
 		n, err := maxConcurrentCalls(int64(f.MaxConcurrentCalls))

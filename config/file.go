@@ -31,6 +31,9 @@ type layer struct {
 	Limits         fileLimits            `toml:"limits"`
 	Hooks          map[string][]fileHook `toml:"hooks"`
 
+	// MCPServers are the [mcp_servers.NAME] tables (mcpservers.go).
+	MCPServers map[string]fileMCPServer `toml:"mcp_servers"`
+
 	md toml.MetaData
 }
 
@@ -164,6 +167,9 @@ func (m *merger) trusted(l *layer, path, base string) error {
 		c.EnvPassthrough = appendNew(c.EnvPassthrough, name)
 	}
 	if err := l.Limits.apply(&c.Spec.Limits, false); err != nil {
+		return err
+	}
+	if err := m.mcpServers(l.MCPServers, path, base); err != nil {
 		return err
 	}
 	return m.hooks(l)

@@ -19,6 +19,12 @@ func parseTools(names []string) ([]string, error) {
 		if n == "" {
 			continue
 		}
+		// SERVER__TOOL names a tool of an MCP server behind this one
+		// (README, "MCP servers behind evener-mcp"), known only once it runs.
+		if srv, _, ok := strings.Cut(n, "__"); ok && MCPServerName.MatchString(srv) {
+			out = appendNew(out, n)
+			continue
+		}
 		if !slices.Contains(KnownTools, n) {
 			return nil, fmt.Errorf("unknown tool %q (known: %s)", n, strings.Join(KnownTools, ", "))
 		}

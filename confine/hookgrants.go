@@ -171,3 +171,36 @@ func (p *Policy) HookCommand(command string) (string, error) {
 	}
 	return p.hookGrants[i].Path, nil
 }
+
+// resolveGrantDirs judges each directory a trusted layer grants an MCP
+// server's program (README, "MCP servers behind evener-mcp") as a hook's
+// directory is judged: symlinks resolved, a directory, then the shared-tree
+// guard and the denylist. It adds read and exec, never write.
+func (p *Policy) resolveGrantDirs(dirs []string) []HookGrant {
+	var out []HookGrant
+	for _, d := range dirs {
+		if slices.ContainsFunc(out, func(g HookGrant) bool { return g.Command == d }) {
+			continue
+		}
+		g := HookGrant{Command: d}
+		real, err := filepath.EvalSymlinks(d)
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = os.Stat(real); err == nil && !fi.IsDir() {
+				err = errors.New("not a directory")
+			}
+		}
+		switch why, detail := p.guardHookDir(real, d); {
+		case !filepath.IsAbs(d):
+			g.Refused, g.Detail = "the grant is not an absolute path", d+" is not an absolute path"
+		case err != nil:
+			g.Refused, g.Detail = "the grant is not a directory", fmt.Sprintf("%s: %v", d, err)
+		case why != "":
+			g.Refused, g.Detail = why, detail
+		default:
+			g.Path, g.Dir = real, real
+		}
+		out = append(out, g)
+	}
+	return out
+}

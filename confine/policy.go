@@ -138,6 +138,10 @@ type Spec struct {
 	// configure as session infrastructure (hooks); the directory holding
 	// each is granted read/exec to spawned processes (see hookgrants.go).
 	HookPaths []string
+	// GrantDirs are directories trusted layers grant read/exec to the
+	// programs of the MCP servers they configure (README, "MCP servers
+	// behind evener-mcp"), judged as a hook's directory is.
+	GrantDirs []string
 }
 
 // Policy is the resolved, immutable confinement policy of one server. It is
@@ -253,7 +257,7 @@ func Resolve(spec Spec, host HostReport) (*Policy, error) {
 	}
 	p.scratchR = spec.ScratchRoot
 	p.gitConf = globalGitConfigFiles(p.home, p.xdgConf)
-	p.hookGrants = p.resolveHookGrants(spec.HookPaths)
+	p.hookGrants = append(p.resolveHookGrants(spec.HookPaths), p.resolveGrantDirs(spec.GrantDirs)...)
 
 	if p.mode != ModeOff {
 		if reason := host.Unusable(); reason != "" {

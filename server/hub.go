@@ -68,6 +68,8 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 	o.said = new(sync.Map)
 	h := &Hub{o: o, stdio: stdio, maxSess: maxSessions, sessions: map[string]*Session{}}
 	h.o.notify = h.notify
+	h.o.gw = &gatewayHub{h: h, registered: map[string]bool{}}
+	h.announceGateway()
 	h.o.stdio = stdio
 	h.o.sendTo = func(id, method string, params map[string]any) {
 		_ = h.srv.SendNotificationToSpecificClient(id, method, params)
@@ -99,7 +101,9 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 	})
 	h.srv = mcpserver.NewMCPServer("evener-mcp", Version,
 		mcpserver.WithInstructions(instructions),
-		mcpserver.WithToolCapabilities(false),
+		// listChanged only with MCP servers behind this one, whose tools
+		// may change (gateway.go).
+		mcpserver.WithToolCapabilities(len(o.Config.MCPServers) > 0),
 		mcpserver.WithResourceCapabilities(false, false),
 		mcpserver.WithInputSchemaValidation(),
 		// No output-schema validation per call: every result of every tool
@@ -123,6 +127,7 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 			h.srv.AddTool(t.Tool, h.call(t.Facts))
 		}
 	}
+	h.o.gw.ready()
 	h.srv.AddResource(mcp.NewResource(PreambleURI, "sandbox preamble",
 		mcp.WithResourceDescription("What this session's sandbox enforces, as the model is told at start."),
 		mcp.WithMIMEType("text/plain")),
@@ -199,8 +204,12 @@ func (h *Hub) onRequest(ctx context.Context, _ any, message any) error {
 		strings.HasPrefix(req.Method, "notifications/"):
 		return nil
 	}
-	if h.lookup(ctx) == nil {
+	s := h.lookup(ctx)
+	if s == nil {
 		return errSessionless
+	}
+	if req.Method == string(mcp.MethodToolsList) {
+		s.waitGateway() // its servers' tools are in its first list (gateway.go)
 	}
 	return nil
 }

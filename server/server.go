@@ -77,6 +77,8 @@ type Options struct {
 	// openFiles replaces the file layer's constructor (tests play a build
 	// without one); nil is confine's.
 	openFiles func(*confine.Policy, string, confine.FileAccessOptions) (*confine.FileAccess, error)
+	// gw registers the gateway's published names (gateway.go).
+	gw *gatewayHub
 }
 
 func (o Options) warn(format string, args ...any) {
@@ -149,6 +151,8 @@ type Session struct {
 	clientLevel atomic.Int64
 	// mcpID is the MCP session id the session serves (HTTP).
 	mcpID string
+	// gw are the MCP servers behind this one (gateway.go); nil without any.
+	gw    *sessionGateway
 	hooks *sessionHooks
 
 	mu       sync.Mutex // guards handlers and defs (rebuilt when roots narrow the worktree)
@@ -213,7 +217,12 @@ func (n Narrowing) request() (session.Request, error) {
 // session decides its policy: the delegate floor and the client's
 // request) and builds its MCP side.
 func NewSession(o Options, n Narrowing) (*Session, error) {
-	toolset, err := scope(o.Config.Tools, n.Tools)
+	gwAllowed, ownAsked, err := newGatewayScope(o.Config.Tools, n.Tools)
+	if err != nil {
+		return nil, err
+	}
+	ownPublished, _ := splitGatewayTools(o.Config.Tools)
+	toolset, err := scope(ownPublished, ownAsked)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +231,9 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 		return nil, err
 	}
 	s := &Session{Tools: toolset, o: o}
+	if len(o.Config.MCPServers) > 0 {
+		s.gw = &sessionGateway{allowed: gwAllowed, ready: make(chan struct{})}
+	}
 	s.clientLevel.Store(clientLevelOff)
 	max := config.DefaultMaxConcurrentCalls
 	if o.Config.MaxConcurrentCalls > 0 {
@@ -262,6 +274,7 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 // start measures the preamble and runs the SessionStart hooks.
 func (s *Session) start(ctx context.Context, transport string) {
 	s.preamble = Preamble(ctx, s.Launcher, s.o.Config.AllowDomains, s.Degraded)
+	s.preamble += s.startGateway()
 	if s.NoFileLayer != "" {
 		s.preamble += "- only the shell is offered: " + s.NoFileLayer + "; read and edit files with shell commands.\n"
 		s.o.warnOnce("file tools not offered: %s; sessions publish the shell only", s.NoFileLayer)
@@ -293,8 +306,12 @@ func (s *Session) buildHandlers() {
 		}
 	}
 	s.mu.Lock()
+	added := s.addGateway(hs, defs)
 	s.handlers, s.defs = hs, defs
 	s.mu.Unlock()
+	if s.o.gw != nil {
+		s.o.gw.register(added)
+	}
 }
 
 // tool is the session's tool called name.
@@ -362,6 +379,7 @@ func (s *Session) Close() error {
 			s.hooks.end(ctx)
 			cancel()
 		}
+		s.closeGateway()
 		s.closeErr = s.Session.Close()
 		// Not to the client: it may be gone (stdin closed, DELETE).
 		s.o.logger().Info("session closed", "session", s.ID)

@@ -32,11 +32,12 @@ var allowed = map[string][]string{
 	"session":               {"confine", "egress"},
 	"tools":                 {"confine", "session", "tools/internal/"},
 	"hooks":                 {"confine", "session"},
-	"server":                {"config", "confine", "session", "tools", "hooks"},
+	"server":                {"config", "confine", "session", "tools", "hooks", "gateway"},
+	"gateway":               {"confine"},
 }
 
 // mcpAllowed are the packages that speak MCP.
-var mcpAllowed = []string{"server", "tools"}
+var mcpAllowed = []string{"server", "tools", "gateway"}
 
 type pkg struct {
 	ImportPath string

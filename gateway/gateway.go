@@ -1,0 +1,411 @@
+// Package gateway runs the user's other stdio MCP servers behind evener-mcp
+// (README, "MCP servers behind evener-mcp"): one instance of each configured
+// server per session, spawned through the session's launcher under the
+// session's policy, spoken to with the MCP library's client over the
+// process's pipes, restarted with backoff a bounded number of times, killed
+// with the session.
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Entry is one configured server.
+type Entry struct {
+	Name    string
+	Command string
+	Args    []string
+	Env     map[string]string
+	// Network is host, proxy or off ("" is the session's own).
+	Network string
+	// Tools, when set, publishes only these of its tools.
+	Tools []string
+}
+
+// Sep joins a server's name and its tool's: NAME__TOOL.
+const Sep = "__"
+
+// Timing of an instance's life; variables so tests may shorten them.
+var (
+	// InitTimeout bounds a start: the sandbox, initialize and tools/list.
+	InitTimeout = 15 * time.Second
+	// MaxRestarts bounds the restarts of one server in one session.
+	MaxRestarts = 5
+	// Backoff is the wait before the first restart; it doubles.
+	Backoff = 500 * time.Millisecond
+)
+
+// ErrUnavailable wraps every call refused because the server is not up.
+var ErrUnavailable = errors.New("MCP server unavailable")
+
+// Server is one running instance of an entry in one session.
+type Server struct {
+	e   Entry
+	l   *confine.Launcher
+	log *slog.Logger
+	// changed is told when the server's tools change (started, restarted,
+	// tools/list_changed, gone).
+	changed func()
+	// progress forwards a downstream notifications/progress of a call.
+	progress func(ctx context.Context, params map[string]any)
+
+	mu       sync.Mutex
+	cli      *client.Client
+	kill     context.CancelFunc
+	exited   chan struct{}
+	tools    []mcp.Tool
+	failure  string // why it is not up ("" when up or starting)
+	ready    chan struct{}
+	restarts int
+	closed   bool
+	calls    map[string]context.Context // progress token -> the call's ctx
+}
+
+// Start starts the entry's server under l; it comes up in the background
+// (Ready says when its first start ended, either way). changed is called
+// whenever its published tools change; progress forwards a call's progress.
+func Start(e Entry, l *confine.Launcher, log *slog.Logger, changed func(), progress func(ctx context.Context, params map[string]any)) *Server {
+	s := &Server{e: e, l: l, log: log.With("mcp_server", e.Name), changed: changed, progress: progress,
+		ready: make(chan struct{}), calls: map[string]context.Context{}}
+	go func() {
+		s.start()
+		close(s.ready)
+	}()
+	return s
+}
+
+// Name is the entry's name.
+func (s *Server) Name() string { return s.e.Name }
+
+// Ready is closed once the first start ended (up or failed).
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Failure says why the server is not up, "" when it is.
+func (s *Server) Failure() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failure
+}
+
+// Tools are its tools as published: NAME__TOOL, the description prefixed
+// with the server's name, schemas and annotations as the server gave them.
+func (s *Server) Tools() []mcp.Tool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]mcp.Tool, 0, len(s.tools))
+	for _, t := range s.tools {
+		t.Name = s.e.Name + Sep + t.Name
+		t.Description = "[" + s.e.Name + "] " + t.Description
+		out = append(out, t)
+	}
+	return out
+}
+
+func (s *Server) fail(why string) {
+	s.mu.Lock()
+	s.failure = why // its tools stay listed: their calls say why they fail
+	s.mu.Unlock()
+	s.log.Warn("MCP server unavailable", "reason", why)
+}
+
+// start spawns the server, initialises it and lists its tools, within
+// InitTimeout; on failure the process is killed and failure set.
+func (s *Server) start() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	cli, kill, exited, err := s.spawn()
+	if err != nil {
+		s.fail(err.Error())
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		kill()
+		<-exited
+		return
+	}
+	s.kill, s.exited = kill, exited // Close kills a server still starting
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), InitTimeout)
+	defer cancel()
+	tools, err := s.handshake(ctx, cli)
+	if err != nil {
+		kill()
+		_ = cli.Close()
+		if ctx.Err() != nil {
+			err = fmt.Errorf("it did not answer initialize and tools/list within %s", InitTimeout)
+		}
+		s.fail(err.Error())
+		go s.restart(exited)
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		kill()
+		_ = cli.Close()
+		return
+	}
+	s.cli, s.tools, s.failure = cli, tools, ""
+	s.mu.Unlock()
+	s.log.Info("MCP server up", "tools", len(tools))
+	go s.watch(cli, exited)
+	if s.changed != nil {
+		s.changed()
+	}
+}
+
+func (s *Server) handshake(ctx context.Context, cli *client.Client) ([]mcp.Tool, error) {
+	if err := cli.Start(ctx); err != nil {
+		return nil, err
+	}
+	cli.OnNotification(s.onNotification)
+	if _, err := cli.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+		ClientInfo: mcp.Implementation{Name: "evener-mcp", Version: "gateway"},
+	}}); err != nil {
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	return s.list(ctx, cli)
+}
+
+func (s *Server) list(ctx context.Context, cli *client.Client) ([]mcp.Tool, error) {
+	res, err := cli.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("tools/list: %w", err)
+	}
+	var out []mcp.Tool
+	for _, t := range res.Tools {
+		if len(s.e.Tools) > 0 && !contains(s.e.Tools, t.Name) {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func contains(l []string, v string) bool {
+	for _, x := range l {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// spawn starts the process under the session's launcher, its stdin and
+// stdout pipes to the client, its stderr to the log.
+func (s *Server) spawn() (*client.Client, context.CancelFunc, chan struct{}, error) {
+	cmd := s.e.Command
+	if !filepath.IsAbs(cmd) {
+		p, err := exec.LookPath(cmd)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("command %s: %w", cmd, err)
+		}
+		cmd = p
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, nil, nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, nil, nil, err
+	}
+	var once sync.Once
+	closeChild := func() {
+		once.Do(func() {
+			inR.Close()
+			outW.Close()
+			errW.Close()
+		})
+	}
+	ctx, kill := context.WithCancel(context.Background())
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		res, err := s.l.Run(ctx, confine.Command{
+			Args: append([]string{cmd}, s.e.Args...), Env: s.e.Env,
+			Stdin: inR, Stdout: outW, Stderr: errW, OnStart: closeChild,
+		})
+		closeChild()
+		outR.Close()
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
+			s.log.Warn("MCP server did not start", "error", err.Error())
+		default:
+			s.log.Warn("MCP server exited", "exit_code", res.ExitCode, "signal", res.Signal)
+		}
+	}()
+	go func() {
+		sc := bufio.NewScanner(errR)
+		sc.Buffer(make([]byte, 4096), 64<<10)
+		for sc.Scan() {
+			s.log.Info("stderr", "line", strings.ToValidUTF8(sc.Text(), "?"))
+		}
+		errR.Close()
+	}()
+	cli := client.NewClient(transport.NewIO(outR, inW, nil), client.WithLegacyProtocolOnly())
+	return cli, kill, exited, nil
+}
+
+// watch waits for the process to end, then restarts it (unless closed).
+func (s *Server) watch(cli *client.Client, exited chan struct{}) {
+	<-exited
+	s.mu.Lock()
+	if s.closed || s.cli != cli {
+		s.mu.Unlock()
+		return
+	}
+	s.cli = nil
+	s.mu.Unlock()
+	_ = cli.Close()
+	s.fail("it exited")
+	s.restart(exited)
+}
+
+// restart waits for the old process to be gone, then backs off and starts
+// again, at most MaxRestarts times per session.
+func (s *Server) restart(exited chan struct{}) {
+	<-exited
+	s.mu.Lock()
+	if s.closed || s.restarts >= MaxRestarts {
+		if !s.closed {
+			s.failure += fmt.Sprintf("; not restarted again (%d restarts)", s.restarts)
+		}
+		s.mu.Unlock()
+		return
+	}
+	s.restarts++
+	wait := Backoff << (s.restarts - 1)
+	s.mu.Unlock()
+	time.Sleep(wait)
+	s.start()
+}
+
+func (s *Server) onNotification(n mcp.JSONRPCNotification) {
+	switch n.Method {
+	case string(mcp.MethodNotificationToolsListChanged):
+		go func() {
+			s.mu.Lock()
+			cli := s.cli
+			s.mu.Unlock()
+			if cli == nil {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), InitTimeout)
+			defer cancel()
+			tools, err := s.list(ctx, cli)
+			if err != nil {
+				s.log.Warn("tools/list after tools/list_changed failed", "error", err.Error())
+				return
+			}
+			s.mu.Lock()
+			s.tools = tools
+			s.mu.Unlock()
+			if s.changed != nil {
+				s.changed()
+			}
+		}()
+	case "notifications/progress":
+		tok := fmt.Sprint(n.Params.AdditionalFields["progressToken"])
+		s.mu.Lock()
+		ctx := s.calls[tok]
+		s.mu.Unlock()
+		if ctx != nil && s.progress != nil {
+			s.progress(ctx, n.Params.AdditionalFields)
+		}
+	}
+}
+
+// Call calls the server's tool (its own name, without the prefix). A
+// progress token in req passes through, and so does cancellation (ctx).
+// A server that is not up, or that dies during the call, gives an error
+// wrapping ErrUnavailable.
+func (s *Server) Call(ctx context.Context, tool string, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	s.mu.Lock()
+	cli, failure, exited := s.cli, s.failure, s.exited
+	s.mu.Unlock()
+	if cli == nil {
+		if failure == "" {
+			failure = "it is starting"
+		}
+		return nil, fmt.Errorf("%w: %s: %s", ErrUnavailable, s.e.Name, failure)
+	}
+	out := mcp.CallToolRequest{}
+	out.Params.Name = tool
+	out.Params.Arguments = req.Params.Arguments
+	if m := req.Params.Meta; m != nil && m.ProgressToken != nil {
+		out.Params.Meta = &mcp.Meta{ProgressToken: m.ProgressToken}
+		tok := fmt.Sprint(m.ProgressToken)
+		s.mu.Lock()
+		s.calls[tok] = ctx
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.calls, tok)
+			s.mu.Unlock()
+		}()
+	}
+	res, err := cli.CallTool(ctx, out)
+	if err != nil {
+		select {
+		case <-exited:
+			return nil, fmt.Errorf("%w: %s exited during the call; it is being restarted", ErrUnavailable, s.e.Name)
+		default:
+		}
+		if errors.Is(err, transport.ErrTransportClosed) {
+			return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, s.e.Name, err)
+		}
+		return nil, err
+	}
+	return res, nil
+}
+
+// Close kills the server's process tree and waits for it to be gone.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	cli, kill, exited := s.cli, s.kill, s.exited
+	s.cli = nil
+	s.mu.Unlock()
+	if kill != nil {
+		kill()
+	}
+	if cli != nil {
+		_ = cli.Close()
+	}
+	if exited != nil {
+		<-exited
+	}
+}

@@ -1,0 +1,101 @@
+//go:build linux
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The gateway's tests (README, "MCP servers behind evener-mcp") run real MCP
+// servers nobody here wrote, installed by npm into integration/downstream.
+
+var (
+	downstreamOnce sync.Once
+	downstreamDir  string
+	downstreamErr  error
+)
+
+// downstream installs the downstream servers (once per run) and returns
+// their directory.
+func downstream(t testing.TB) string {
+	t.Helper()
+	downstreamOnce.Do(func() {
+		downstreamDir, downstreamErr = filepath.Abs("downstream")
+		if downstreamErr != nil {
+			return
+		}
+		if _, err := exec.LookPath("node"); err != nil {
+			downstreamErr = fmt.Errorf("node is not installed (scripts/deps.sh installs it): %w", err)
+			return
+		}
+		if _, err := os.Stat(filepath.Join(downstreamDir, "node_modules", "@modelcontextprotocol", "server-memory", "package.json")); err == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "npm", "install", "--no-package-lock", "--no-audit", "--no-fund", "--loglevel=error")
+		cmd.Dir = downstreamDir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			downstreamErr = fmt.Errorf("npm install: %v\n%s", err, out)
+		}
+	})
+	if downstreamErr != nil {
+		t.Fatal(downstreamErr)
+	}
+	return downstreamDir
+}
+
+// serverScript is the entry point of an installed downstream package.
+func serverScript(t testing.TB, pkg string) string {
+	dir := downstream(t)
+	var p struct {
+		Bin map[string]string `json:"bin"`
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "node_modules", "@modelcontextprotocol", pkg, "package.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range p.Bin {
+		return filepath.Join(dir, "node_modules", "@modelcontextprotocol", pkg, b)
+	}
+	t.Fatalf("%s has no bin", pkg)
+	return ""
+}
+
+// mcpConfig writes a Claude Code-style {"mcpServers": ...} file into the
+// fixture (outside the worktree) and returns its path.
+func (e *env) mcpConfig(t testing.TB, servers map[string]any) string {
+	t.Helper()
+	data, err := json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(e.root, fmt.Sprintf("mcp-%d.json", time.Now().UnixNano()))
+	writeFile(t, p, string(data))
+	return p
+}
+
+// filesServer is the filesystem server's entry, allowed "/", with the
+// grant restricted needs to find its program.
+func filesServer(t testing.TB) map[string]any {
+	return map[string]any{
+		"command": "node",
+		"args":    []string{serverScript(t, "server-filesystem"), "/"},
+		"grants":  []string{filepath.Join(downstream(t), "node_modules")},
+	}
+}
+
+func testCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 60*time.Second)
+}

@@ -1,0 +1,258 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/evener-dev/evener-mcp/config"
+	"github.com/evener-dev/evener-mcp/gateway"
+	"github.com/evener-dev/evener-mcp/session"
+	"github.com/evener-dev/evener-mcp/tools"
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+)
+
+// The gateway (README, "MCP servers behind evener-mcp"): each session runs
+// its own instance of each configured server (package gateway) and
+// publishes its tools as NAME__TOOL in its own definitions (filterTools),
+// through the one call pipeline (Hub.call): hooks see the published name,
+// the audit records the call, escalation never asks (Facts.Approval "").
+//
+// A name is registered on the MCP server once, the first time a session's
+// instance lists it, with the same Hub.call handler every other tool has;
+// each session then dispatches to its own instance. No probe instance runs
+// at start: it would be one more process outside any session, and what a
+// server lists may differ by session (its tools/list_changed, a narrower
+// policy).
+
+// gatewayHub registers the published names of every session's servers.
+type gatewayHub struct {
+	h          *Hub
+	mu         sync.Mutex
+	registered map[string]bool
+	pending    []mcp.Tool // listed before the MCP server existed (stdio)
+	srvReady   bool
+}
+
+func (g *gatewayHub) register(ts []mcp.Tool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, t := range ts {
+		if g.registered[t.Name] {
+			continue
+		}
+		g.registered[t.Name] = true
+		if !g.srvReady {
+			g.pending = append(g.pending, t)
+			continue
+		}
+		g.h.srv.AddTool(t, g.h.call(gatewayFacts(t.Name)))
+	}
+}
+
+// ready is called once the MCP server exists.
+func (g *gatewayHub) ready() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.srvReady = true
+	for _, t := range g.pending {
+		g.h.srv.AddTool(t, g.h.call(gatewayFacts(t.Name)))
+	}
+	g.pending = nil
+}
+
+// gatewayFacts: a downstream tool starts no process of ours per call (its
+// server runs already), changes no file we know of, never asks for
+// approval, needs no file layer.
+func gatewayFacts(name string) tools.Facts { return tools.Facts{Name: name} }
+
+// announce names, once at start, every configured server and the network
+// it has: host is the one spawn that keeps the host's network.
+func (h *Hub) announceGateway() {
+	if len(h.o.Config.MCPServers) == 0 {
+		return
+	}
+	h.o.logger().Info("MCP servers behind evener-mcp: " + gatewayLine(h.o.Config.MCPServers))
+}
+
+func gatewayLine(servers []config.MCPServer) string {
+	var parts []string
+	for _, e := range servers {
+		n := e.Name + " (network " + e.Network
+		if e.Network == config.MCPNetworkHost {
+			n += ": the host's network, outside the sandbox's"
+		}
+		parts = append(parts, n+")")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// splitGatewayTools separates the gateway names (NAME__TOOL) from a list of
+// tool names.
+func splitGatewayTools(names []string) (own, gw []string) {
+	if names == nil {
+		return nil, nil
+	}
+	own = []string{}
+	for _, n := range names {
+		if strings.Contains(n, gateway.Sep) {
+			gw = append(gw, n)
+		} else {
+			own = append(own, n)
+		}
+	}
+	return own, gw
+}
+
+// sessionGateway is one session's instances.
+type sessionGateway struct {
+	servers []*gateway.Server
+	// allowed says whether a published name is within the session's tool
+	// filter (--tools, the client's narrowing).
+	allowed func(name string) bool
+	ready   chan struct{}
+}
+
+// newGatewayScope returns the filter of the gateway tools for the server's
+// --tools and the client's asked tools, and the asked tools that are ours.
+func newGatewayScope(published, asked []string) (allowed func(string) bool, ownAsked []string, err error) {
+	ownAsked, gwAsked := splitGatewayTools(asked)
+	pubOwn, pubGW := splitGatewayTools(published)
+	if published != nil && len(pubOwn) == 0 && asked != nil && len(ownAsked) == 0 {
+		ownAsked = nil
+	}
+	for _, n := range gwAsked {
+		if published != nil && !slices.Contains(pubGW, n) {
+			return nil, nil, fmt.Errorf("tool %q is not available on this server (--tools)", n)
+		}
+	}
+	return func(name string) bool {
+		if published != nil && !slices.Contains(pubGW, name) {
+			return false
+		}
+		return asked == nil || slices.Contains(gwAsked, name)
+	}, ownAsked, nil
+}
+
+// startGateway starts the session's instances and returns the preamble's
+// lines about them.
+func (s *Session) startGateway() string {
+	if len(s.o.Config.MCPServers) == 0 || s.gw == nil {
+		return ""
+	}
+	var wg sync.WaitGroup
+	for _, e := range s.o.Config.MCPServers {
+		srv := gateway.Start(gateway.Entry{Name: e.Name, Command: e.Command, Args: e.Args, Env: e.Env, Network: e.Network, Tools: e.Tools},
+			s.Launcher, s.o.logger().With("session", s.ID), s.gatewayChanged,
+			func(ctx context.Context, params map[string]any) {
+				if s.o.notify != nil {
+					s.o.notify(ctx, "notifications/progress", params)
+				}
+			})
+		s.gw.servers = append(s.gw.servers, srv)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-srv.Ready()
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(s.gw.ready)
+	}()
+	return "- MCP servers behind this one, each in this sandbox, their tools named SERVER__TOOL: " + gatewayLine(s.o.Config.MCPServers) + ".\n"
+}
+
+// waitGateway waits (bounded) for the session's instances' first start,
+// so that their tools are in the first tools/list.
+func (s *Session) waitGateway() {
+	if s.gw == nil || len(s.gw.servers) == 0 {
+		return
+	}
+	select {
+	case <-s.gw.ready:
+	case <-time.After(gateway.InitTimeout + 2*time.Second):
+	}
+}
+
+// gatewayChanged rebuilds the session's definitions after one of its
+// servers came up, went or changed its tools, and tells the client.
+func (s *Session) gatewayChanged() {
+	s.mu.Lock()
+	if s.handlers == nil {
+		s.mu.Unlock()
+		return
+	}
+	for name := range s.handlers {
+		if strings.Contains(name, gateway.Sep) {
+			delete(s.handlers, name)
+			delete(s.defs, name)
+		}
+	}
+	added := s.addGateway(s.handlers, s.defs)
+	s.mu.Unlock()
+	if s.o.gw != nil {
+		s.o.gw.register(added)
+	}
+	params := map[string]any{}
+	switch {
+	case s.o.stdio && s.o.notify != nil:
+		s.o.notify(context.Background(), string(mcp.MethodNotificationToolsListChanged), params)
+	case s.o.sendTo != nil && s.mcpID != "":
+		s.o.sendTo(s.mcpID, string(mcp.MethodNotificationToolsListChanged), params)
+	}
+}
+
+// addGateway adds the session's gateway tools to hs and defs and returns
+// their definitions.
+func (s *Session) addGateway(hs map[string]tools.Tool, defs map[string]mcp.Tool) []mcp.Tool {
+	if s.gw == nil {
+		return nil
+	}
+	var out []mcp.Tool
+	for _, srv := range s.gw.servers {
+		for _, t := range srv.Tools() {
+			if !s.gw.allowed(t.Name) {
+				continue
+			}
+			own := strings.TrimPrefix(t.Name, srv.Name()+gateway.Sep)
+			hs[t.Name] = tools.Tool{ServerTool: mcpserver.ServerTool{Tool: t, Handler: s.gatewayHandler(srv, t.Name, own)}, Facts: gatewayFacts(t.Name)}
+			defs[t.Name] = t
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (s *Session) gatewayHandler(srv *gateway.Server, published, own string) mcpserver.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := srv.Call(ctx, own, req)
+		decision := "ran"
+		if err != nil {
+			decision = "failed"
+			res = mcp.NewToolResultError(err.Error())
+		}
+		s.Audit.Write(session.Record{Tool: published, Decision: decision})
+		return res, nil
+	}
+}
+
+// closeGateway kills the session's instances and waits for them.
+func (s *Session) closeGateway() {
+	if s.gw == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, srv := range s.gw.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			srv.Close()
+		}()
+	}
+	wg.Wait()
+}
