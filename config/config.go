@@ -58,6 +58,8 @@ type Flags struct {
 	StateDir     string   // --state-dir
 	// MaxConcurrentCalls is --max-concurrent-calls (0 = unset).
 	MaxConcurrentCalls int
+	// DisableMemory is --disable-memory: no memory tools, no memory guidance.
+	DisableMemory bool
 	// MCPConfigs are --mcp-config files (repeatable): {"mcpServers": {...}}.
 	MCPConfigs []string
 }
@@ -86,6 +88,10 @@ type Config struct {
 	// session runs at once: limits.procs binds each sandbox, so this bounds
 	// a session's processes at MaxConcurrentCalls x procs.
 	MaxConcurrentCalls int
+	// Memory publishes the memory tools and their guidance (README,
+	// "Memory"); false by --disable-memory or memory = false (which the
+	// project file may set, never unset).
+	Memory bool
 	// MCPServers are the user's stdio MCP servers run behind evener-mcp,
 	// from trusted layers only, in the order declared.
 	MCPServers []MCPServer
@@ -103,7 +109,8 @@ type Hook struct {
 }
 
 // KnownTools are the tools the server can publish.
-var KnownTools = []string{"read_file", "write_file", "edit_file", "apply_patch", "glob", "grep", "list_dir", "shell"}
+var KnownTools = []string{"read_file", "write_file", "edit_file", "apply_patch", "glob", "grep", "list_dir", "shell",
+	"memory_view", "memory_write", "memory_edit", "memory_search", "memory_delete"}
 
 // HookEvents are the hook event names a configuration file may use.
 var HookEvents = []string{"SessionStart", "PreToolUse", "PostToolUse", "SessionEnd"}
@@ -136,6 +143,7 @@ func Load(f Flags, env []string) (*Config, error) {
 		},
 		ShellTimeout:       DefaultShellTimeout,
 		MaxConcurrentCalls: DefaultMaxConcurrentCalls,
+		Memory:             true,
 	}
 	m := &merger{c: c, home: home}
 
@@ -194,6 +202,9 @@ type merger struct {
 // flags applies the command line, the last trusted layer.
 func (m *merger) flags(f Flags) error {
 	c := m.c
+	if f.DisableMemory {
+		c.Memory = false
+	}
 	if f.Sandbox != "" {
 		mode, err := confine.ParseMode(f.Sandbox)
 		if err != nil {

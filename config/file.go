@@ -26,6 +26,7 @@ type layer struct {
 	Tools          []string              `toml:"tools"`
 	DenyPaths      []string              `toml:"deny_paths"`
 	ShellTimeoutMs *int64                `toml:"shell_timeout_ms"`
+	Memory         *bool                 `toml:"memory"`
 	MaxCalls       *int64                `toml:"max_concurrent_calls"`
 	EnvPassthrough []string              `toml:"env_passthrough"`
 	Limits         fileLimits            `toml:"limits"`
@@ -159,6 +160,9 @@ func (m *merger) trusted(l *layer, path, base string) error {
 			return err
 		}
 		c.MaxConcurrentCalls = n
+	}
+	if l.Memory != nil {
+		c.Memory = *l.Memory
 	}
 	for _, name := range l.EnvPassthrough {
 		if !envName.MatchString(name) {

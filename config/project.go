@@ -125,6 +125,12 @@ func (m *merger) project(l *layer, path string) error {
 		}
 		c.MaxConcurrentCalls = n
 	}
+	if l.Memory != nil {
+		if *l.Memory && !c.Memory {
+			return errors.New("memory = true would turn on the memory the trusted layers turned off; the project file may only turn it off")
+		}
+		c.Memory = *l.Memory
+	}
 	return l.Limits.apply(&c.Spec.Limits, true)
 }
 

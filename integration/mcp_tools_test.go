@@ -15,15 +15,15 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// TestMCPInitialize: the handshake, the eight tools with explicit
-// annotations, the preamble as instructions and as a resource, and the
+// TestMCPInitialize: the handshake, the eight tools and the five memory
+// tools with explicit annotations, the preamble as instructions and as a resource, and the
 // startup line on stderr.
 func TestMCPInitialize(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		e := newEnv(t, id)
 		m := e.mcp(t, "--sandbox", "workspace-write", "--sandbox-net", "off")
 		ins := m.init.Instructions
-		for _, want := range []string{"sandbox: workspace-write", "network: off", "scratch directory", "masked paths", "probe: `git config --list` exited"} {
+		for _, want := range []string{"sandbox: workspace-write", "network: off", "scratch directory", "masked paths", "probe: `git config --list` exited", "- memory (memory_view, memory_write"} {
 			if !strings.Contains(ins, want) {
 				t.Errorf("instructions lack %q:\n%s", want, ins)
 			}
@@ -43,7 +43,7 @@ func TestMCPInitialize(t *testing.T) {
 			}
 		}
 		slices.Sort(names)
-		if want := []string{"apply_patch", "edit_file", "glob", "grep", "list_dir", "read_file", "shell", "write_file"}; !slices.Equal(names, want) {
+		if want := []string{"apply_patch", "edit_file", "glob", "grep", "list_dir", "memory_delete", "memory_edit", "memory_search", "memory_view", "memory_write", "read_file", "shell", "write_file"}; !slices.Equal(names, want) {
 			t.Errorf("tools %v, want %v", names, want)
 		}
 		rr := mcp.ReadResourceRequest{}

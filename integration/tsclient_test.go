@@ -186,6 +186,15 @@ func strictCalls(e *env) []tsCall {
 		{Name: "shell", Arguments: map[string]any{"command": "echo out; echo err >&2; exit 3"}, Progress: true},
 		{Name: "shell", Arguments: map[string]any{"command": "echo forbidden-word"}},
 		{Name: "read_file", Arguments: map[string]any{"path": "missing-file"}},
+		// The memory tools (19-25): every structured result validated by the
+		// strict client; an escape is a plain error.
+		{Name: "memory_write", Arguments: map[string]any{"path": "notes/build.md", "content": "# Build\nmake -j4\n"}},
+		{Name: "memory_view", Arguments: map[string]any{}},
+		{Name: "memory_view", Arguments: map[string]any{"path": "notes/build.md", "offset": 2, "limit": 1}},
+		{Name: "memory_edit", Arguments: map[string]any{"path": "notes/build.md", "old_text": "-j4", "new_text": "-j8"}},
+		{Name: "memory_search", Arguments: map[string]any{"pattern": "-j8", "literal": true, "scope": "project"}},
+		{Name: "memory_delete", Arguments: map[string]any{"path": "notes/build.md"}},
+		{Name: "memory_write", Arguments: map[string]any{"path": "../escape.md", "content": "x"}},
 	}
 }
 
@@ -222,7 +231,7 @@ exit 0`)
 				}
 				plan.Calls = strictCalls(e)
 				run := runTS(t, plan)
-				if len(run.listed) != 8 {
+				if len(run.listed) != 13 { // eight tools and five memory tools
 					t.Errorf("listed %v", run.listed)
 				}
 				if len(run.results) != len(plan.Calls) {
@@ -247,7 +256,7 @@ exit 0`)
 						if strings.Contains(r.Text, "SECRET") {
 							t.Errorf("call %d %s: the denial leaks the secret: %s", r.I, c.Name, r.Text)
 						}
-					case r.I == 18: // a plain error: no such file
+					case r.I == 18 || r.I == 25: // a plain error: no such file; a memory escape
 						if !r.IsError || den != nil {
 							t.Errorf("missing file: isError=%v meta=%v", r.IsError, r.Meta)
 						}

@@ -154,6 +154,8 @@ type Session struct {
 	// gw are the MCP servers behind this one (gateway.go); nil without any.
 	gw    *sessionGateway
 	hooks *sessionHooks
+	// memory is the session's memory (memory.go); nil without one.
+	memory *memoryStore
 
 	mu       sync.Mutex // guards handlers and defs (rebuilt when roots narrow the worktree)
 	handlers map[string]tools.Tool
@@ -266,6 +268,7 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 			return f.Files
 		})
 	}
+	s.openMemory()
 	s.hooks = newSessionHooks(o, s)
 	s.buildHandlers()
 	return s, nil
@@ -279,6 +282,7 @@ func (s *Session) start(ctx context.Context, transport string) {
 		s.preamble += "- only the shell is offered: " + s.NoFileLayer + "; read and edit files with shell commands.\n"
 		s.o.warnOnce("file tools not offered: %s; sessions publish the shell only", s.NoFileLayer)
 	}
+	s.preamble += s.memoryPreamble()
 	if warning, extra := s.hooks.start(ctx); warning != "" || extra != "" {
 		if warning != "" {
 			s.log.Warn(warning)
@@ -292,7 +296,7 @@ func (s *Session) start(ctx context.Context, transport string) {
 // deps are the tools' dependencies on this session, over the file layer
 // files (the session's, or one with an approved grant).
 func (s *Session) deps(files *confine.FileAccess) tools.Deps {
-	return tools.Deps{Policy: s.Policy, Launcher: s.Launcher, Files: files, Audit: s.Audit, Bounds: s.o.Bounds,
+	return tools.Deps{Policy: s.Policy, Launcher: s.Launcher, Files: files, Memory: s.memory, Audit: s.Audit, Bounds: s.o.Bounds,
 		Notify: s.o.notify, NetViolations: s.Session.NetViolations}
 }
 
@@ -381,6 +385,7 @@ func (s *Session) Close() error {
 		}
 		s.closeGateway()
 		s.closeErr = s.Session.Close()
+		s.memory.Close()
 		// Not to the client: it may be gone (stdin closed, DELETE).
 		s.o.logger().Info("session closed", "session", s.ID)
 	})

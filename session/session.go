@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -290,6 +291,12 @@ type Violation struct {
 	Action string `json:"action"`
 	Target string `json:"target"`
 	Raw    string `json:"raw"`
+}
+
+// Memory records a memory write or delete (README, "Memory"): the tool,
+// the scope and the file's base name; never its content.
+func (a *Audit) Memory(tool, scope, path string) {
+	a.Write(Record{Tool: tool, Decision: "memory-" + scope, Path: filepath.Base(path)})
 }
 
 func newID() string {

@@ -1,4 +1,5 @@
-// Package tools defines the eight MCP tools evener-mcp publishes. Each tool
+// Package tools defines the MCP tools evener-mcp publishes: eight over the
+// worktree and the five memory tools (memory.go). Each tool
 // lives in its own file as a constructor returning a server.ServerTool (the
 // definition and its handler); All is the single registration list.
 //
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/memory"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -62,8 +64,10 @@ type Deps struct {
 	Policy   *confine.Policy
 	Launcher *confine.Launcher
 	Files    *confine.FileAccess
-	Audit    Recorder
-	Bounds   Bounds
+	// Memory is the session's memory (nil: none; the memory tools say so).
+	Memory *memory.Store
+	Audit  Recorder
+	Bounds Bounds
 	// Notify sends a notification about the call in ctx (progress) so
 	// that it reaches the client before the call's result; nil sends
 	// through the MCP library's session channel.
@@ -98,6 +102,11 @@ type Facts struct {
 	// Files says the tool needs the confined file layer; a build without
 	// one offers only the tools that do not.
 	Files bool
+	// Memory is "read" or "write" for the memory tools (README,
+	// "Memory"): they need the session's memory, not its file layer, and
+	// a session without a tool that Changes files gets the "read" ones
+	// only; "" for every other tool.
+	Memory string
 }
 
 // constructors build each tool, in the order they are published.
@@ -107,6 +116,8 @@ var constructors = []struct {
 }{
 	{readFileFacts, ReadFile}, {writeFileFacts, WriteFile}, {editFileFacts, EditFile}, {applyPatchFacts, ApplyPatch},
 	{globFacts, Glob}, {grepFacts, Grep}, {listDirFacts, ListDir}, {shellFacts, Shell},
+	{memoryViewFacts, MemoryView}, {memoryWriteFacts, MemoryWrite}, {memoryEditFacts, MemoryEdit},
+	{memorySearchFacts, MemorySearch}, {memoryDeleteFacts, MemoryDelete},
 }
 
 // All returns every tool in the order they are published.

@@ -63,6 +63,9 @@ func TestAnnotationsExplicit(t *testing.T) {
 		"edit_file": {false, true, false, false}, "apply_patch": {false, true, false, false},
 		"glob": {true, false, true, false}, "grep": {true, false, true, false},
 		"list_dir": {true, false, true, false}, "shell": {false, true, false, false},
+		"memory_view": {true, false, true, false}, "memory_write": {false, true, true, false},
+		"memory_edit": {false, true, false, false}, "memory_search": {true, false, true, false},
+		"memory_delete": {false, true, true, false},
 	}
 	tools := All(testDeps(t))
 	if len(tools) != len(Names()) {
@@ -74,8 +77,15 @@ func TestAnnotationsExplicit(t *testing.T) {
 			t.Errorf("tool %d is %s (facts %s), Names says %s", i, st.Tool.Name, st.Facts.Name, Names()[i])
 		}
 		// The facts agree with the annotations: a tool that changes files
-		// is not read-only, and only such tools count for the floor.
-		if st.Facts.Changes == *a.ReadOnlyHint && st.Tool.Name != "shell" {
+		// is not read-only, and only such tools count for the floor. The
+		// memory tools never count (README, "Memory"): theirs is "read"
+		// exactly when they are read-only.
+		switch {
+		case st.Facts.Memory != "":
+			if st.Facts.Changes || (st.Facts.Memory == "read") != *a.ReadOnlyHint || st.Facts.Files || st.Facts.Processes || st.Facts.Approval != "" {
+				t.Errorf("%s: memory facts %+v disagree with readOnlyHint %v", st.Tool.Name, st.Facts, *a.ReadOnlyHint)
+			}
+		case st.Facts.Changes == *a.ReadOnlyHint && st.Tool.Name != "shell":
 			t.Errorf("%s: Changes %v but readOnlyHint %v", st.Tool.Name, st.Facts.Changes, *a.ReadOnlyHint)
 		}
 		if a.ReadOnlyHint == nil || a.DestructiveHint == nil || a.IdempotentHint == nil || a.OpenWorldHint == nil || a.Title == "" {

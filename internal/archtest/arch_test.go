@@ -30,9 +30,10 @@ var allowed = map[string][]string{
 	"confine":               {},
 	"egress":                {},
 	"session":               {"confine", "egress"},
-	"tools":                 {"confine", "session", "tools/internal/"},
+	"tools":                 {"confine", "session", "memory", "tools/internal/"},
 	"hooks":                 {"confine", "session"},
-	"server":                {"config", "confine", "session", "tools", "hooks", "gateway"},
+	"memory":                {"confine"},
+	"server":                {"config", "confine", "session", "tools", "memory", "hooks", "gateway"},
 	"gateway":               {"confine"},
 }
 

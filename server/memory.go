@@ -1,0 +1,106 @@
+package server
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/evener-dev/evener-mcp/memory"
+	"github.com/evener-dev/evener-mcp/tools"
+)
+
+// memoryStore is a session's memory (README, "Memory").
+type memoryStore = memory.Store
+
+// openMemory settles which memory tools the session publishes and opens
+// its memory. None without memory (--disable-memory, memory = false, no
+// state directory, a root that cannot be opened); only those that read
+// (memory_view, memory_search) for a session with no tool that changes
+// files (the delegate floor), whatever it asked for. The project scope is
+// the server's worktree's (before any narrowing by a client's roots), so
+// every session of one worktree finds the same memory.
+func (s *Session) openMemory() {
+	isMemory := func(t string) (tools.Facts, bool) {
+		f, ok := tools.FactsOf(t)
+		return f, ok && f.Memory != ""
+	}
+	if !slices.ContainsFunc(s.Tools, func(t string) bool { _, ok := isMemory(t); return ok }) {
+		return
+	}
+	drop := func(all bool) {
+		s.Tools = slices.DeleteFunc(slices.Clone(s.Tools), func(t string) bool {
+			f, ok := isMemory(t)
+			return ok && (all || f.Memory != "read")
+		})
+	}
+	if !s.o.Config.Memory || s.o.Config.StateDir == "" {
+		drop(true)
+		return
+	}
+	if !tools.ChangesFiles(s.Tools) {
+		drop(false)
+	}
+	st, err := memory.Open(s.o.Config.StateDir, s.o.Policy.Workdir(), s.Policy, memory.DefaultLimits)
+	if err != nil {
+		s.o.warnOnce("memory tools not offered: %v", err)
+		drop(true)
+		return
+	}
+	for _, e := range st.Unavailable() {
+		s.o.warnOnce("%v", e)
+	}
+	s.memory = st
+}
+
+// Bounds of the preamble's memory index.
+const (
+	memoryIndexFiles = 20
+	memoryIndexBytes = 3 << 10
+)
+
+// memoryPreamble is the preamble's memory section: what memory is for and
+// an index of each scope (file names, sizes, first lines), bounded; ""
+// when the session publishes no memory tool.
+func (s *Session) memoryPreamble() string {
+	if s.memory == nil {
+		return ""
+	}
+	var mine []string
+	for _, t := range s.Tools {
+		if f, ok := tools.FactsOf(t); ok && f.Memory != "" {
+			mine = append(mine, t)
+		}
+	}
+	if len(mine) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "- memory (%s): notes kept between sessions, outside the worktree: scope project (the default; this worktree only) or personal (yours, in every project). Keep what would help a later session: build and test quirks, conventions, the user's preferences. Never secrets.", strings.Join(mine, ", "))
+	if !slices.Contains(mine, "memory_write") {
+		b.WriteString(" This session may read memory, not change it.")
+	}
+	b.WriteByte('\n')
+	for _, sc := range []memory.Scope{memory.Project, memory.Personal} {
+		r, err := s.memory.Root(sc)
+		if err != nil {
+			fmt.Fprintf(&b, "  - %s: unavailable (%v)\n", sc, err)
+			continue
+		}
+		es, err := r.List("", true)
+		if err != nil {
+			fmt.Fprintf(&b, "  - %s: not listed (%v)\n", sc, err)
+			continue
+		}
+		fmt.Fprintf(&b, "  - %s: %d files\n", sc, len(es))
+		start := b.Len()
+		for i, e := range es {
+			line := fmt.Sprintf("    - %s (%d bytes): %s\n", e.Path, e.Size, e.FirstLine)
+			if i >= memoryIndexFiles || b.Len()-start+len(line) > memoryIndexBytes {
+				fmt.Fprintf(&b, "    - and %d more (memory_view)\n", len(es)-i)
+				break
+			}
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
