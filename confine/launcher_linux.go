@@ -60,7 +60,11 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 	Phase("plan")
 	l.ScratchParent = s.hideBeside
 	cmdArgs := c.Args
-	if p.Network() == NetworkOn {
+	network := p.Network()
+	if c.Network == NetworkOff || c.Network == NetworkHost {
+		network = c.Network
+	}
+	if network == NetworkOn {
 		s.mu.Lock()
 		eg, exe := s.egress, s.exe
 		s.mu.Unlock()
@@ -96,9 +100,13 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 		"--disable-userns", "--assert-userns-disabled", "--die-with-parent", "--new-session",
 		"--cap-drop", "ALL", "--hostname", "evener-sandbox",
 		"--seccomp", "3", "--info-fd", "4", "--block-fd", "5",
-		// Always a network namespace of its own: with the network on, the
-		// only way out is the egress bridge.
-		"--unshare-net",
+	}
+	if network != NetworkHost {
+		// A network namespace of its own: with the network on, the only
+		// way out is the egress bridge. Only a command that asked for the
+		// host's network (an MCP server behind this one, README "MCP
+		// servers behind evener-mcp") keeps it.
+		args = append(args, "--unshare-net")
 	}
 	args = append(args, plan.Args()...)
 	args = append(args, "--chdir", dir, "--")

@@ -25,7 +25,15 @@ type Command struct {
 	// OnStart, if set, runs once the sandbox exists and before the command
 	// is released into it (for a mode-off command: just before it starts).
 	OnStart func()
+	// Network, when NetworkOff or NetworkHost, replaces the session's
+	// network for this one command (README, "MCP servers behind
+	// evener-mcp"): NetworkHost keeps the host's network (no namespace of
+	// its own, no relay; Linux). "" is the session's.
+	Network Network
 }
+
+// NetworkHost is a Command's choice of the host's network.
+const NetworkHost Network = "host"
 
 // Result is how a command ended.
 type Result struct {

@@ -256,6 +256,7 @@ func (s *Server) spawn() (*client.Client, context.CancelFunc, chan struct{}, err
 		res, err := s.l.Run(ctx, confine.Command{
 			Args: append([]string{cmd}, s.e.Args...), Env: s.e.Env,
 			Stdin: inR, Stdout: outW, Stderr: errW, OnStart: closeChild,
+			Network: network(s.e.Network),
 		})
 		closeChild()
 		outR.Close()
@@ -277,6 +278,19 @@ func (s *Server) spawn() (*client.Client, context.CancelFunc, chan struct{}, err
 	}()
 	cli := client.NewClient(transport.NewIO(outR, inW, nil), client.WithLegacyProtocolOnly())
 	return cli, kill, exited, nil
+}
+
+// network is the launcher's choice for an entry's network: host keeps the
+// host's, off none, proxy the session's (its proxies when the session's
+// network is on, none when it is off).
+func network(n string) confine.Network {
+	switch n {
+	case "host":
+		return confine.NetworkHost
+	case "off":
+		return confine.NetworkOff
+	}
+	return ""
 }
 
 // watch waits for the process to end, then restarts it (unless closed).

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,4 +99,58 @@ func filesServer(t testing.TB) map[string]any {
 
 func testCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 60*time.Second)
+}
+
+// crashyServer is a minimal stdio MCP server whose "crash" tool exits the
+// process mid-call, and whose "echo" names the instance.
+const crashyServer = `"use strict";
+const me = "instance " + Math.random().toString(36).slice(2);
+const rl = require("readline").createInterface({ input: process.stdin });
+const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
+rl.on("line", (l) => {
+  const m = JSON.parse(l);
+  if (m.method === "initialize") {
+    send({ jsonrpc: "2.0", id: m.id, result: { protocolVersion: m.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "crashy", version: "1" } } });
+  } else if (m.method === "tools/list") {
+    send({ jsonrpc: "2.0", id: m.id, result: { tools: [
+      { name: "crash", description: "exits", inputSchema: { type: "object" } },
+      { name: "echo", description: "its pid", inputSchema: { type: "object" } } ] } });
+  } else if (m.method === "tools/call") {
+    if (m.params.name === "crash") { process.stderr.write("crashing now\n"); process.exit(3); }
+    send({ jsonrpc: "2.0", id: m.id, result: { content: [{ type: "text", text: me }] } });
+  } else if (m.id !== undefined) {
+    send({ jsonrpc: "2.0", id: m.id, result: {} });
+  }
+});
+`
+
+// muteServer reads its input and never answers.
+const muteServer = `"use strict";
+process.stdin.on("data", () => {});
+setInterval(() => {}, 1 << 30);
+`
+
+// script writes a node script into the fixture (outside the worktree).
+func (e *env) script(t testing.TB, name, body string) string {
+	t.Helper()
+	p := filepath.Join(e.root, "servers", name)
+	writeFile(t, p, body)
+	return p
+}
+
+// nodeWith lists the node processes whose command line holds marker (not
+// the bubblewrap processes around them, whose command lines hold it too).
+func nodeWith(marker string) []int {
+	var out []int
+	for _, p := range procsWith(marker) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if err != nil {
+			continue
+		}
+		argv0, _, _ := strings.Cut(string(b), "\x00")
+		if filepath.Base(argv0) == "node" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

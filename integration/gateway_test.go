@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -72,4 +73,197 @@ func TestGatewayFilesystem(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestGatewayRestrictedGrants: under restricted the server's program is
+// found only through its grants.
+func TestGatewayRestrictedGrants(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		entry := filesServer(t)
+		delete(entry, "grants")
+		cfg := e.mcpConfig(t, map[string]any{"files": entry})
+		m := e.mcp(t, "--sandbox", "restricted", "--mcp-config", cfg)
+		if names := m.toolNames(t); slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "files__") }) {
+			t.Fatalf("without its grant the server ran under restricted: %v", names)
+		}
+		if !waitFor(5*time.Second, func() bool { return strings.Contains(m.stderr.String(), "MCP server unavailable") }) {
+			t.Errorf("no warning naming the server that could not start:\n%s", m.stderr.String())
+		}
+		r := m.call(t, "read_file", map[string]any{"path": "README"})
+		if r.IsError {
+			t.Errorf("the session's own tools fail: %s", text(r))
+		}
+	})
+}
+
+// TestGatewayNetwork: host keeps the host's network (the one spawn that
+// does), off and proxy have a namespace of their own.
+func TestGatewayNetwork(t *testing.T) {
+	e := newEnv(t, identities(t)[0])
+	for _, net := range []string{"host", "off", "proxy"} {
+		t.Run(net, func(t *testing.T) {
+			entry := filesServer(t)
+			entry["network"] = net
+			cfg := e.mcpConfig(t, map[string]any{"files": entry})
+			m := e.mcp(t, "--sandbox", "workspace-write", "--mcp-config", cfg)
+			m.toolNames(t)
+			r := m.call(t, "files__read_text_file", map[string]any{"path": "/proc/self/net/dev"})
+			if r.IsError {
+				t.Fatalf("read /proc/self/net/dev: %s", text(r))
+			}
+			var ifs []string
+			for _, l := range strings.Split(text(r), "\n")[2:] {
+				if name, _, ok := strings.Cut(l, ":"); ok {
+					ifs = append(ifs, strings.TrimSpace(name))
+				}
+			}
+			if host := slices.ContainsFunc(ifs, func(n string) bool { return n != "lo" }); host != (net == "host") {
+				t.Fatalf("network %s: interfaces %v", net, ifs)
+			}
+			if net == "host" && !strings.Contains(m.init.Instructions, "files (network host: the host's network") {
+				t.Errorf("the preamble does not say the server has the host's network:\n%s", m.init.Instructions)
+			}
+		})
+	}
+}
+
+// TestGatewayProjectDeclaresNothing: a planted .mcp.json and a project file
+// declaring a server change nothing.
+func TestGatewayProjectDeclaresNothing(t *testing.T) {
+	e := newEnv(t, identities(t)[0])
+	marker := filepath.Join(e.work, "PLANTED-RAN")
+	planted := `{"mcpServers": {"planted": {"command": "/bin/sh", "args": ["-c", "touch ` + marker + `"]}}}`
+	writeFile(t, filepath.Join(e.work, ".mcp.json"), planted)
+	writeFile(t, filepath.Join(e.work, ".evener", "mcp.toml"), "[mcp_servers.planted]\ncommand = \"/bin/sh\"\nargs = [\"-c\", \"touch "+marker+"\"]\ngrants = [\"/\"]\n")
+	cfg := e.mcpConfig(t, map[string]any{"files": filesServer(t)})
+	m := e.mcp(t, "--mcp-config", cfg)
+	for _, n := range m.toolNames(t) {
+		if strings.HasPrefix(n, "planted__") {
+			t.Errorf("a project file published %s", n)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("a project file's server ran")
+	}
+	if !strings.Contains(m.stderr.String(), "ignoring mcp_servers") {
+		t.Errorf("no warning about the project's mcp_servers:\n%s", m.stderr.String())
+	}
+}
+
+// TestGatewayCrashAndMute: a server that exits mid-call gives an error
+// result, a warning and a working restart; one that never answers
+// initialize holds up none of the session's other tools.
+func TestGatewayCrashAndMute(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		cfg := e.mcpConfig(t, map[string]any{
+			"crashy": map[string]any{"command": "node", "args": []string{e.script(t, "crashy.cjs", crashyServer)}},
+			"mute":   map[string]any{"command": "node", "args": []string{e.script(t, "mute.cjs", muteServer)}},
+		})
+		m := e.mcp(t, "--sandbox", "workspace-write", "--mcp-config", cfg)
+		start := time.Now()
+		if r := m.call(t, "read_file", map[string]any{"path": "README"}); r.IsError {
+			t.Fatalf("read_file: %s", text(r))
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("read_file waited %s for a server that never answers", d)
+		}
+		names := m.toolNames(t)
+		if !slices.Contains(names, "crashy__echo") || slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "mute__") }) {
+			t.Fatalf("tools %v", names)
+		}
+		if !waitFor(30*time.Second, func() bool {
+			return strings.Contains(m.stderr.String(), "mcp_server=mute") && strings.Contains(m.stderr.String(), "did not answer initialize")
+		}) {
+			t.Errorf("no warning naming the mute server:\n%s", m.stderr.String())
+		}
+		first := text(m.call(t, "crashy__echo", nil))
+		r := m.call(t, "crashy__crash", nil)
+		if !r.IsError || !strings.Contains(text(r), "crashy") {
+			t.Fatalf("a crash mid-call: isError %v %q", r.IsError, text(r))
+		}
+		if !waitFor(10*time.Second, func() bool { return strings.Contains(m.stderr.String(), "MCP server exited") }) {
+			t.Errorf("no warning about the exit:\n%s", m.stderr.String())
+		}
+		var again string
+		if !waitFor(15*time.Second, func() bool {
+			r := m.call(t, "crashy__echo", nil)
+			again = text(r)
+			return !r.IsError
+		}) {
+			t.Fatalf("not restarted: %s\n%s", again, m.stderr.String())
+		}
+		if again == first || !strings.HasPrefix(again, "instance ") {
+			t.Errorf("after the restart %q, before %q", again, first)
+		}
+	})
+}
+
+// TestGatewaySessions: two HTTP sessions get two instances; ending one
+// ends exactly its own within 5 s; after SIGTERM nothing is left; closing
+// a stdio session leaves nothing either.
+func TestGatewaySessions(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		cfg := e.mcpConfig(t, map[string]any{"files": filesServer(t)})
+		srv := e.serve(t, "--mcp-config", cfg)
+		script := serverScript(t, "server-filesystem")
+		mine := func() []int {
+			var out []int
+			for _, p := range nodeWith(script) {
+				if slices.Contains(descendants(srv.cmd.Process.Pid), p) {
+					out = append(out, p)
+				}
+			}
+			return out
+		}
+		a := srv.mustConnect(t, clientOpts{})
+		b := srv.mustConnect(t, clientOpts{})
+		for _, m := range []*mcpConn{a, b} {
+			if !slices.Contains(m.toolNames(t), "files__list_directory") {
+				t.Fatalf("no files__list_directory\n%s", srv.stderr.String())
+			}
+		}
+		var both []int
+		if !waitFor(5*time.Second, func() bool { both = mine(); return len(both) == 2 }) {
+			t.Fatalf("two sessions, downstream processes %v; want two", both)
+		}
+		a.c.Close()
+		var left []int
+		if !waitFor(5*time.Second, func() bool { left = mine(); return len(left) == 1 }) {
+			t.Fatalf("5 s after ending a session, downstream processes %v (before %v)", left, both)
+		}
+		r := b.call(t, "files__list_directory", map[string]any{"path": e.work})
+		if r.IsError || !strings.Contains(text(r), "README") {
+			t.Fatalf("b's server after a ended: %s", text(r))
+		}
+		if now := mine(); len(now) != 1 || now[0] != left[0] || !slices.Contains(both, now[0]) {
+			t.Errorf("b's server changed: before %v, after a ended %v, now %v", both, left, now)
+		}
+		pid := srv.cmd.Process.Pid
+		srv.stop(t)
+		if rest := descendants(pid); len(rest) > 0 {
+			t.Errorf("after SIGTERM: %v", rest)
+		}
+		if rest := nodeWith(script); slices.ContainsFunc(rest, func(p int) bool { return slices.Contains(left, p) }) {
+			t.Errorf("after SIGTERM the downstream %v lives on", rest)
+		}
+	})
+}
+
+// TestGatewayStdioClose: closing a stdio session's input ends its servers.
+func TestGatewayStdioClose(t *testing.T) {
+	e := newEnv(t, identities(t)[0])
+	crashy := e.script(t, "crashy-close.cjs", crashyServer)
+	cfg := e.mcpConfig(t, map[string]any{"crashy": map[string]any{"command": "node", "args": []string{crashy}}})
+	m := e.mcp(t, "--mcp-config", cfg)
+	m.toolNames(t)
+	if len(nodeWith(crashy)) != 1 {
+		t.Fatalf("downstream processes %v", nodeWith(crashy))
+	}
+	m.c.Close()
+	if !waitFor(5*time.Second, func() bool { return len(procsWith(crashy)) == 0 }) {
+		t.Errorf("5 s after the stdio session closed: %v", procsWith(crashy))
+	}
 }
