@@ -71,6 +71,8 @@ type Server struct {
 	tools    []mcp.Tool
 	failure  string // why it is not up ("" when up or starting)
 	ready    chan struct{}
+	up       chan struct{} // closed once up, or given up
+	upOnce   sync.Once
 	restarts int
 	closed   bool
 	calls    map[string]context.Context // progress token -> the call's ctx
@@ -82,8 +84,16 @@ type Server struct {
 func Start(e Entry, l *confine.Launcher, log *slog.Logger, changed func(), progress func(ctx context.Context, params map[string]any)) *Server {
 	s := &Server{e: e, l: l, log: log.With("mcp_server", e.Name), changed: changed, progress: progress,
 		ready: make(chan struct{}), calls: map[string]context.Context{}}
+	s.up = make(chan struct{})
+	go s.start()
 	go func() {
-		s.start()
+		// The first tools/list waits for the server to be up, for a
+		// restart after a failed first start (the backoff is short), at
+		// most InitTimeout, and no longer once it was given up.
+		select {
+		case <-s.up:
+		case <-time.After(InitTimeout):
+		}
 		close(s.ready)
 	}()
 	return s
@@ -92,7 +102,8 @@ func Start(e Entry, l *confine.Launcher, log *slog.Logger, changed func(), progr
 // Name is the entry's name.
 func (s *Server) Name() string { return s.e.Name }
 
-// Ready is closed once the first start ended (up or failed).
+// Ready is closed once the server is up, given up, or InitTimeout after
+// Start, whichever comes first.
 func (s *Server) Ready() <-chan struct{} { return s.ready }
 
 // Failure says why the server is not up, "" when it is.
@@ -118,6 +129,10 @@ func (s *Server) Tools() []mcp.Tool {
 
 func (s *Server) fail(why string) {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return // killed with its session: nothing to say
+	}
 	s.failure = why // its tools stay listed: their calls say why they fail
 	s.mu.Unlock()
 	s.log.Warn("MCP server unavailable", "reason", why)
@@ -173,6 +188,7 @@ func (s *Server) start() {
 	if s.changed != nil {
 		s.changed()
 	}
+	s.upOnce.Do(func() { close(s.up) })
 }
 
 func (s *Server) handshake(ctx context.Context, cli *client.Client) ([]mcp.Tool, error) {
@@ -318,6 +334,7 @@ func (s *Server) restart(exited chan struct{}) {
 			s.failure += fmt.Sprintf("; not restarted again (%d restarts)", s.restarts)
 		}
 		s.mu.Unlock()
+		s.upOnce.Do(func() { close(s.up) })
 		return
 	}
 	s.restarts++

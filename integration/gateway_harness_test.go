@@ -104,6 +104,7 @@ func testCtx() (context.Context, context.CancelFunc) {
 // crashyServer is a minimal stdio MCP server whose "crash" tool exits the
 // process mid-call, and whose "echo" names the instance.
 const crashyServer = `"use strict";
+let grown = false;
 const me = "instance " + Math.random().toString(36).slice(2);
 const rl = require("readline").createInterface({ input: process.stdin });
 const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
@@ -112,11 +113,23 @@ rl.on("line", (l) => {
   if (m.method === "initialize") {
     send({ jsonrpc: "2.0", id: m.id, result: { protocolVersion: m.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "crashy", version: "1" } } });
   } else if (m.method === "tools/list") {
-    send({ jsonrpc: "2.0", id: m.id, result: { tools: [
+    const tools = [
       { name: "crash", description: "exits", inputSchema: { type: "object" } },
-      { name: "echo", description: "its pid", inputSchema: { type: "object" } } ] } });
+      { name: "echo", description: "names the instance", inputSchema: { type: "object" } },
+      { name: "slow", description: "reports progress", inputSchema: { type: "object" } },
+      { name: "grow", description: "adds a tool", inputSchema: { type: "object" } } ];
+    if (grown) tools.push({ name: "grown", description: "added", inputSchema: { type: "object" } });
+    send({ jsonrpc: "2.0", id: m.id, result: { tools } });
   } else if (m.method === "tools/call") {
     if (m.params.name === "crash") { process.stderr.write("crashing now\n"); process.exit(3); }
+    if (m.params.name === "slow") {
+      const token = m.params._meta && m.params._meta.progressToken;
+      if (token !== undefined) send({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: token, progress: 1, total: 2, message: "downstream halfway" } });
+    }
+    if (m.params.name === "grow") {
+      grown = true;
+      send({ jsonrpc: "2.0", method: "notifications/tools/list_changed" });
+    }
     send({ jsonrpc: "2.0", id: m.id, result: { content: [{ type: "text", text: me }] } });
   } else if (m.id !== undefined) {
     send({ jsonrpc: "2.0", id: m.id, result: {} });

@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -266,4 +268,105 @@ func TestGatewayStdioClose(t *testing.T) {
 	if !waitFor(5*time.Second, func() bool { return len(procsWith(crashy)) == 0 }) {
 		t.Errorf("5 s after the stdio session closed: %v", procsWith(crashy))
 	}
+}
+
+// TestGatewayPipeline: a downstream tool goes through the one call
+// pipeline: PreToolUse hooks see the published name and may block it, the
+// audit records it, progress passes through, and a server's
+// tools/list_changed reaches the session.
+func TestGatewayPipeline(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		pre := hookScript(t, filepath.Join(e.root, "hooks"), "no-crash", `in=$(cat)
+case "$in" in
+  *'"tool_name":"crashy__crash"'*) echo "crashing is not allowed" >&2; exit 2 ;;
+esac
+exit 0`)
+		hooks := hookConfig(t, e, "hooks", hookDef{event: "PreToolUse", matcher: "crashy__.*", command: pre})
+		cfg := e.mcpConfig(t, map[string]any{"crashy": map[string]any{"command": "node", "args": []string{e.script(t, "crashy.cjs", crashyServer)}}})
+		m := e.mcp(t, "--config", hooks, "--mcp-config", cfg)
+		var changed atomic.Int32
+		m.c.OnNotification(func(n mcp.JSONRPCNotification) {
+			if n.Method == string(mcp.MethodNotificationToolsListChanged) {
+				changed.Add(1)
+			}
+		})
+		ctx, cancel := testCtx()
+		defer cancel()
+		list, err := m.c.ListTools(ctx, mcp.ListToolsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(list.Tools, func(tl mcp.Tool) bool { return tl.Name == "crashy__echo" })
+		if i < 0 || !strings.HasPrefix(list.Tools[i].Description, "[crashy] names the instance") {
+			t.Fatalf("crashy__echo missing or undescribed in the first list: %v", m.toolNames(t))
+		}
+		r := m.call(t, "crashy__crash", nil)
+		if !hookDenied(t, r, "crashing is not allowed") {
+			t.Errorf("the PreToolUse hook did not block crashy__crash: %s", text(r))
+		}
+		if r := m.call(t, "crashy__echo", nil); r.IsError {
+			t.Fatalf("crashy__echo after the block: %s", text(r))
+		}
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "crashy__slow"
+		req.Params.Meta = &mcp.Meta{ProgressToken: "gw-1"}
+		if _, err := m.c.CallTool(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		m.mu.Lock()
+		progress := slices.Clone(m.progress)
+		m.mu.Unlock()
+		if !slices.Contains(progress, "downstream halfway") {
+			t.Errorf("the downstream's progress did not pass through: %v", progress)
+		}
+		before := changed.Load()
+		m.call(t, "crashy__grow", nil)
+		if !waitFor(10*time.Second, func() bool { return changed.Load() > before }) {
+			t.Errorf("no notifications/tools/list_changed after the downstream's")
+		}
+		if !waitFor(10*time.Second, func() bool { return slices.Contains(m.toolNames(t), "crashy__grown") }) {
+			t.Errorf("the downstream's new tool is not listed: %v", m.toolNames(t))
+		}
+		audit, _ := filepath.Glob(filepath.Join(e.home, ".local", "state", "evener-mcp", "*.jsonl"))
+		var log string
+		for _, a := range audit {
+			b, _ := os.ReadFile(a)
+			log += string(b)
+		}
+		if !strings.Contains(log, `"tool":"crashy__echo","mode":"workspace-write","decision":"ran"`) {
+			t.Errorf("the audit log holds no record of crashy__echo:\n%s", log)
+		}
+	})
+}
+
+// TestGatewayDelegate: a session narrowed at initialize to a few tools,
+// none of ours that change files, gets only the named downstream tools,
+// and its servers run read-only (the delegate floor).
+func TestGatewayDelegate(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		cfg := e.mcpConfig(t, map[string]any{"files": filesServer(t)})
+		caps := &mcp.ClientCapabilities{Experimental: map[string]any{"evener-mcp/session": map[string]any{
+			"tools": []string{"read_file", "files__write_file", "files__read_text_file"}}}}
+		m := e.mcpWith(t, []client.ClientOption{}, caps, "--sandbox", "workspace-write", "--mcp-config", cfg)
+		var gw []string
+		for _, n := range m.toolNames(t) {
+			if strings.Contains(n, "__") {
+				gw = append(gw, n)
+			}
+		}
+		slices.Sort(gw)
+		if !slices.Equal(gw, []string{"files__read_text_file", "files__write_file"}) {
+			t.Fatalf("downstream tools %v\n%s", gw, m.stderr.String())
+		}
+		if r := m.call(t, "files__read_text_file", map[string]any{"path": filepath.Join(e.work, "README")}); r.IsError {
+			t.Fatalf("read: %s", text(r))
+		}
+		p := filepath.Join(e.work, "delegate-wrote")
+		r := m.call(t, "files__write_file", map[string]any{"path": p, "content": "x"})
+		if _, err := os.Stat(p); err == nil {
+			t.Fatalf("a delegate's server wrote the worktree: %s", text(r))
+		}
+	})
 }
