@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -270,5 +271,57 @@ func TestProjectKey(t *testing.T) {
 	}
 	if _, err := CleanPath(ProjectKey("/x/../../y\x00z")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestConcurrentWritersNeverTear: two sessions (each its own root handle,
+// each its own lock, as two server processes would have) replacing the same
+// file while a reader reads it from disk: every read is one whole version.
+func TestConcurrentWritersNeverTear(t *testing.T) {
+	f := newFixture(t, confine.ModeOff)
+	r1 := root(t, f.open(t, f.wt, Limits{}), Project)
+	r2 := root(t, f.open(t, f.wt, Limits{}), Project)
+	r2.mu = new(sync.Mutex) // as in another process
+	a, b := strings.Repeat("A", 60<<10), strings.Repeat("B", 60<<10)
+	if _, err := r1.Write("shared.md", []byte(a)); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, w := range []struct {
+		r *Root
+		s string
+	}{{r1, a}, {r2, b}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 150 {
+				if _, err := w.r.Write("shared.md", []byte(w.s)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	reads := 0
+	for {
+		select {
+		case <-done:
+			t.Logf("%d reads", reads)
+			if reads == 0 {
+				t.Fatal("no read ran during the writes")
+			}
+			return
+		default:
+		}
+		got, err := os.ReadFile(filepath.Join(r1.Dir(), "shared.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := string(got); s != a && s != b {
+			t.Fatalf("a torn file: %d bytes", len(got))
+		}
+		reads++
 	}
 }
