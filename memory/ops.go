@@ -230,6 +230,18 @@ func shorten(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// lock serialises a mutation of the root: within this process (mu) and
+// between processes (an advisory lock on the root directory).
+func (r *Root) lock() (unlock func(), err error) {
+	r.mu.Lock()
+	u, err := lockDir(r.dir)
+	if err != nil {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("lock the %s memory scope: %w", r.scope, err)
+	}
+	return func() { u(); r.mu.Unlock() }, nil
+}
+
 // Write creates or replaces a memory file atomically (a temp file renamed
 // over it: a reader, or another session, sees the old file or the new
 // one, never a part). created reports a new file.
@@ -238,8 +250,11 @@ func (r *Root) Write(path string, content []byte) (created bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	unlock, err := r.lock()
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	return r.writeLocked(p, content)
 }
 
@@ -272,9 +287,11 @@ func (r *Root) writeLocked(p string, content []byte) (bool, error) {
 }
 
 // Edit replaces the one occurrence of oldText with newText. Zero or
-// several occurrences are an error naming the count; the file is re-read
-// just before it is replaced, so an edit whose oldText another session
-// changed meanwhile fails instead of undoing that change.
+// several occurrences are an error naming the count. The root is locked
+// (every server process on the host) from the read to the replace, and
+// the file is read again just before it is replaced: an edit whose
+// oldText another session changed meanwhile fails instead of undoing that
+// change.
 func (r *Root) Edit(path, oldText, newText string) error {
 	p, err := CleanPath(path)
 	if err != nil {
@@ -283,8 +300,11 @@ func (r *Root) Edit(path, oldText, newText string) error {
 	if oldText == "" {
 		return errors.New("old_text is empty; give the exact text to replace")
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	unlock, err := r.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	b, err := r.Read(p)
 	if err != nil {
 		return err
@@ -314,8 +334,11 @@ func (r *Root) Delete(path string) error {
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	unlock, err := r.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := r.fa.Remove(p); err != nil {
 		return notFound(err, p)
 	}
