@@ -236,6 +236,12 @@ func TestMemoryPlanted(t *testing.T) {
 				if b, _ := os.ReadFile(secret); string(b) != "PRIVATE KEY\n" {
 					t.Fatalf("the secret changed: %q", b)
 				}
+				isErr(t, m.call(t, "memory_view", map[string]any{"path": "link.md"}), `read refused in memory: "link.md" (rule: symlink)`)
+				isErr(t, m.call(t, "memory_view", map[string]any{"path": "hard.md"}), "rule: denylist")
+				state, _, _ := memoryDirs(t, e, e.work)
+				if log, _ := os.ReadFile(filepath.Join(state, "audit.jsonl")); !strings.Contains(string(log), `"tool":"memory_view","mode":"`+mode+`","decision":"denied","rule":"symlink","path":"link.md"`) {
+					t.Errorf("the refusals are not audited:\n%s", log)
+				}
 				isErr(t, m.call(t, "memory_write", map[string]any{"scope": "personal", "path": "x.md", "content": "x"}), "symlink")
 				if es, _ := os.ReadDir(outside); len(es) != 0 {
 					t.Errorf("written through the symlinked root: %v", es)

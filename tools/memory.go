@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/evener-dev/evener-mcp/memory"
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -57,9 +58,20 @@ func (d Deps) recordMemory(tool string, r *memory.Root, path string) {
 	}
 }
 
-// memoryFailure is a memory error as the model reads it (no denial
-// typing: the memory roots are not the session's file rules).
-func memoryFailure(err error) *mcp.CallToolResult { return mcp.NewToolResultError(err.Error()) }
+// memoryFailure is a memory error as the model reads it: a plain error
+// result (no typed denial: the memory roots follow their own rules, not
+// the session's mode). A refusal by the memory file layer (a symlink, a
+// masked file, a FIFO) is audited like a file tool's.
+func (d Deps) memoryFailure(tool string, err error) *mcp.CallToolResult {
+	var den *confine.Denial
+	if errors.As(err, &den) {
+		if d.Audit != nil {
+			d.Audit.Denied(tool, den)
+		}
+		return mcp.NewToolResultError(fmt.Sprintf("%s refused in memory: %q (rule: %s)", den.Op, den.Base, den.Rule))
+	}
+	return mcp.NewToolResultError(err.Error())
+}
 
 type memoryViewArgs struct {
 	Scope  string `json:"scope,omitempty"`
@@ -97,19 +109,19 @@ func MemoryView(d Deps) Tool {
 	return d.tool(memoryViewFacts, tool, handler(d, memoryViewFacts.Name, func(ctx context.Context, req mcp.CallToolRequest, a memoryViewArgs) (*mcp.CallToolResult, error) {
 		r, err := d.memoryRoot(a.Scope)
 		if err != nil {
-			return memoryFailure(err), nil
+			return d.memoryFailure(memoryViewFacts.Name, err), nil
 		}
 		res := MemoryViewResult{Scope: string(r.Scope()), Path: a.Path}
 		isDir := a.Path == ""
 		if !isDir {
 			if isDir, err = r.IsDir(a.Path); err != nil {
-				return memoryFailure(err), nil
+				return d.memoryFailure(memoryViewFacts.Name, err), nil
 			}
 		}
 		if isDir {
 			es, err := r.List(a.Path, true)
 			if err != nil {
-				return memoryFailure(err), nil
+				return d.memoryFailure(memoryViewFacts.Name, err), nil
 			}
 			res.Files = es
 			var b strings.Builder
@@ -125,7 +137,7 @@ func MemoryView(d Deps) Tool {
 		}
 		data, err := r.Read(a.Path)
 		if err != nil {
-			return memoryFailure(err), nil
+			return d.memoryFailure(memoryViewFacts.Name, err), nil
 		}
 		text := string(data)
 		if !utf8.ValidString(text) {
@@ -138,7 +150,7 @@ func MemoryView(d Deps) Tool {
 		res.TotalLines = len(lines)
 		first := max(a.Offset, 1)
 		if first > len(lines) && len(lines) > 0 {
-			return memoryFailure(fmt.Errorf("offset %d is past the end of %s (%d lines)", first, a.Path, len(lines))), nil
+			return d.memoryFailure(memoryViewFacts.Name, fmt.Errorf("offset %d is past the end of %s (%d lines)", first, a.Path, len(lines))), nil
 		}
 		end := len(lines)
 		if a.Limit > 0 && first-1+a.Limit < end {
@@ -184,11 +196,11 @@ func MemoryWrite(d Deps) Tool {
 	return d.tool(memoryWriteFacts, tool, handler(d, memoryWriteFacts.Name, func(ctx context.Context, req mcp.CallToolRequest, a memoryWriteArgs) (*mcp.CallToolResult, error) {
 		r, err := d.memoryRoot(a.Scope)
 		if err != nil {
-			return memoryFailure(err), nil
+			return d.memoryFailure(memoryWriteFacts.Name, err), nil
 		}
 		created, err := r.Write(a.Path, []byte(a.Content))
 		if err != nil {
-			return memoryFailure(err), nil
+			return d.memoryFailure(memoryWriteFacts.Name, err), nil
 		}
 		d.recordMemory(memoryWriteFacts.Name, r, a.Path)
 		verb := "replaced"
@@ -228,10 +240,10 @@ func MemoryEdit(d Deps) Tool {
 	return d.tool(memoryEditFacts, tool, handler(d, memoryEditFacts.Name, func(ctx context.Context, req mcp.CallToolRequest, a memoryEditArgs) (*mcp.CallToolResult, error) {
 		r, err := d.memoryRoot(a.Scope)
 		if err != nil {
-			return memoryFailure(err), nil
+			return d.memoryFailure(memoryEditFacts.Name, err), nil
 		}
 		if err := r.Edit(a.Path, a.OldText, a.NewText); err != nil {
-			return memoryFailure(err), nil
+			return d.memoryFailure(memoryEditFacts.Name, err), nil
 		}
 		d.recordMemory(memoryEditFacts.Name, r, a.Path)
 		return mcp.NewToolResultStructured(MemoryEditResult{Scope: string(r.Scope()), Path: a.Path},
@@ -269,11 +281,11 @@ func MemorySearch(d Deps) Tool {
 	return d.tool(memorySearchFacts, tool, handler(d, memorySearchFacts.Name, func(ctx context.Context, req mcp.CallToolRequest, a memorySearchArgs) (*mcp.CallToolResult, error) {
 		r, err := d.memoryRoot(a.Scope)
 		if err != nil {
-			return memoryFailure(err), nil
+			return d.memoryFailure(memorySearchFacts.Name, err), nil
 		}
 		ms, trunc, err := r.Search(a.Pattern, a.Literal)
 		if err != nil {
-			return memoryFailure(err), nil
+			return d.memoryFailure(memorySearchFacts.Name, err), nil
 		}
 		if ms == nil {
 			ms = []memory.Match{}
@@ -316,10 +328,10 @@ func MemoryDelete(d Deps) Tool {
 	return d.tool(memoryDeleteFacts, tool, handler(d, memoryDeleteFacts.Name, func(ctx context.Context, req mcp.CallToolRequest, a memoryDeleteArgs) (*mcp.CallToolResult, error) {
 		r, err := d.memoryRoot(a.Scope)
 		if err != nil {
-			return memoryFailure(err), nil
+			return d.memoryFailure(memoryDeleteFacts.Name, err), nil
 		}
 		if err := r.Delete(a.Path); err != nil {
-			return memoryFailure(err), nil
+			return d.memoryFailure(memoryDeleteFacts.Name, err), nil
 		}
 		d.recordMemory(memoryDeleteFacts.Name, r, a.Path)
 		return mcp.NewToolResultStructured(MemoryDeleteResult{Scope: string(r.Scope()), Path: a.Path},
