@@ -427,5 +427,12 @@ func TestMemoryCaps(t *testing.T) {
 		if got := text(m.call(t, "memory_view", map[string]any{})); !strings.Contains(got, "200 files") {
 			t.Errorf("listing after the count cap: %.200s", got)
 		}
+		// The next session's preamble indexes at most 20 files per scope.
+		m.c.Close()
+		next := e.mcp(t, "--sandbox", "workspace-write", "--sandbox-net", "off")
+		ins := next.init.Instructions
+		if !strings.Contains(ins, "project: 200 files") || !strings.Contains(ins, "and 180 more (memory_view)") || strings.Count(ins, "(2 bytes)") != 20 {
+			t.Errorf("the preamble's memory index is not bounded:\n%s", ins)
+		}
 	})
 }
