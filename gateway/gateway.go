@@ -271,7 +271,10 @@ func (s *Server) spawn() (*client.Client, context.CancelFunc, chan struct{}, err
 		defer close(exited)
 		res, err := s.l.Run(ctx, confine.Command{
 			Args: append([]string{cmd}, s.e.Args...), Env: s.e.Env,
-			Stdin: inR, Stdout: outW, Stderr: errW, OnStart: closeChild,
+			// The child's ends stay open here until it is gone (with the
+			// sandbox off OnStart runs before the start), then closing
+			// them gives the client its end of file.
+			Stdin: inR, Stdout: outW, Stderr: errW,
 			Network: network(s.e.Network),
 		})
 		closeChild()

@@ -41,7 +41,13 @@ func TestGatewayFilesystem(t *testing.T) {
 			t.Run(mode, func(t *testing.T) {
 				e := newEnv(t, id)
 				writeFile(t, filepath.Join(e.home, ".ssh", "id_rsa"), "GATEWAY-SECRET-KEY\n")
-				cfg := e.mcpConfig(t, map[string]any{"files": filesServer(t)})
+				writeFile(t, filepath.Join(e.home, ".aws", "credentials"), "GATEWAY-SECRET-AWS\n")
+				graph := filepath.Join(e.work, "graph.jsonl")
+				cfg := e.mcpConfig(t, map[string]any{"files": filesServer(t), "mem": map[string]any{
+					"command": "node", "args": []string{serverScript(t, "server-memory")},
+					"env":    map[string]string{"MEMORY_FILE_PATH": graph},
+					"grants": []string{filepath.Join(downstream(t), "node_modules")},
+				}})
 				m := e.mcp(t, "--sandbox", mode, "--mcp-config", cfg)
 				names := m.toolNames(t)
 				if !slices.Contains(names, "files__read_text_file") || !slices.Contains(names, "read_file") {
@@ -58,6 +64,20 @@ func TestGatewayFilesystem(t *testing.T) {
 				if strings.Contains(text(r), "GATEWAY-SECRET-KEY") {
 					t.Fatalf("the downstream read ~/.ssh/id_rsa: %s", text(r))
 				}
+				r = m.call(t, "files__read_text_file", map[string]any{"path": filepath.Join(e.home, ".aws", "credentials")})
+				if strings.Contains(text(r), "GATEWAY-SECRET-AWS") {
+					t.Fatalf("the downstream read ~/.aws/credentials: %s", text(r))
+				}
+				r = m.call(t, "mem__create_entities", map[string]any{"entities": []map[string]any{{"name": "gateway-entity", "entityType": "test", "observations": []string{"seen"}}}})
+				_, err := os.Stat(graph)
+				switch {
+				case mode == "read-only" && err == nil:
+					t.Fatalf("the memory server wrote the worktree in read-only: %s", text(r))
+				case mode != "read-only" && (err != nil || r.IsError):
+					t.Fatalf("the memory server could not write the worktree in %s: %s", mode, text(r))
+				case mode != "read-only" && !strings.Contains(text(m.call(t, "mem__read_graph", nil)), "gateway-entity"):
+					t.Fatalf("the memory server lost its entity")
+				}
 				out := filepath.Join(e.sibling, "planted")
 				r = m.call(t, "files__write_file", map[string]any{"path": out, "content": "x"})
 				if _, err := os.Stat(out); err == nil {
@@ -65,7 +85,7 @@ func TestGatewayFilesystem(t *testing.T) {
 				}
 				in := filepath.Join(e.work, "written")
 				r = m.call(t, "files__write_file", map[string]any{"path": in, "content": "inside"})
-				_, err := os.Stat(in)
+				_, err = os.Stat(in)
 				switch {
 				case mode == "read-only" && err == nil:
 					t.Fatalf("the downstream wrote the worktree in read-only: %s", text(r))
@@ -369,4 +389,22 @@ func TestGatewayDelegate(t *testing.T) {
 			t.Fatalf("a delegate's server wrote the worktree: %s", text(r))
 		}
 	})
+}
+
+// TestGatewayControl: with the sandbox off the same server reads the key
+// and writes the sibling, so the refusals above are the sandbox's.
+func TestGatewayControl(t *testing.T) {
+	e := newEnv(t, identities(t)[0])
+	writeFile(t, filepath.Join(e.home, ".ssh", "id_rsa"), "GATEWAY-SECRET-KEY\n")
+	cfg := e.mcpConfig(t, map[string]any{"files": filesServer(t)})
+	m := e.mcp(t, "--sandbox", "off", "--mcp-config", cfg)
+	m.toolNames(t)
+	if r := m.call(t, "files__read_text_file", map[string]any{"path": filepath.Join(e.home, ".ssh", "id_rsa")}); !strings.Contains(text(r), "GATEWAY-SECRET-KEY") {
+		t.Fatalf("control: sandbox off, the key was not read: %s", text(r))
+	}
+	out := filepath.Join(e.sibling, "planted")
+	m.call(t, "files__write_file", map[string]any{"path": out, "content": "x"})
+	if _, err := os.Stat(out); err != nil {
+		t.Fatalf("control: sandbox off, the sibling was not written")
+	}
 }
