@@ -91,7 +91,7 @@ func (s *Session) memoryPreamble() string {
 			fmt.Fprintf(&b, "  - %s: not listed (%v)\n", sc, err)
 			continue
 		}
-		fmt.Fprintf(&b, "  - %s: %d files\n", sc, len(es))
+		fmt.Fprintf(&b, "  - %s: %s\n", sc, files(len(es)))
 		start := b.Len()
 		for i, e := range es {
 			line := fmt.Sprintf("    - %s (%d bytes): %s\n", e.Path, e.Size, e.FirstLine)
@@ -103,4 +103,12 @@ func (s *Session) memoryPreamble() string {
 		}
 	}
 	return b.String()
+}
+
+// files is "1 file", "2 files".
+func files(n int) string {
+	if n == 1 {
+		return "1 file"
+	}
+	return fmt.Sprintf("%d files", n)
 }

@@ -129,7 +129,11 @@ func MemoryView(d Deps) Tool {
 			if a.Path != "" {
 				fmt.Fprintf(&b, ", %s/", a.Path)
 			}
-			fmt.Fprintf(&b, ": %d files\n", len(es))
+			if len(es) == 1 {
+				b.WriteString(": 1 file\n")
+			} else {
+				fmt.Fprintf(&b, ": %d files\n", len(es))
+			}
 			for _, e := range es {
 				fmt.Fprintf(&b, "%s (%d bytes): %s\n", e.Path, e.Size, e.FirstLine)
 			}
