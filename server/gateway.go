@@ -121,10 +121,7 @@ type sessionGateway struct {
 // --tools and the client's asked tools, and the asked tools that are ours.
 func newGatewayScope(published, asked []string) (allowed func(string) bool, ownAsked []string, err error) {
 	ownAsked, gwAsked := splitGatewayTools(asked)
-	pubOwn, pubGW := splitGatewayTools(published)
-	if published != nil && len(pubOwn) == 0 && asked != nil && len(ownAsked) == 0 {
-		ownAsked = nil
-	}
+	_, pubGW := splitGatewayTools(published)
 	for _, n := range gwAsked {
 		if published != nil && !slices.Contains(pubGW, n) {
 			return nil, nil, fmt.Errorf("tool %q is not available on this server (--tools)", n)
