@@ -3,7 +3,9 @@ package confine
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -93,7 +95,7 @@ func boundSocketPaths() []string {
 func inspectHostSockets(l *Layout, visible func(string) bool) {
 	for _, s := range boundSocketPaths() {
 		sp, ok := realLocation(s)
-		if !ok || !visible(sp) || slices.Contains(l.HostSockets, sp) {
+		if !ok || !visible(sp) || slices.Contains(l.HostSockets, sp) || ownBridge(sp) {
 			continue
 		}
 		var st unix.Stat_t
@@ -117,6 +119,18 @@ func inspectHostSockets(l *Layout, visible func(string) bool) {
 			}
 		}
 	}
+}
+
+// ownBridge reports whether socket p lies in a directory an evener-mcp
+// server made for a session's egress bridge or scratch (evener-egress-*,
+// evs-*, evener-mcp-*). Those come and go with their sessions, so a mask
+// planned for one can find its mount point gone (bubblewrap then fails
+// the spawn: it cannot create a destination under a read-only tree), and
+// they need none: every bridge leads only to proxies that demand their own
+// session's random credentials.
+func ownBridge(p string) bool {
+	dir := filepath.Base(filepath.Dir(p))
+	return slices.ContainsFunc([]string{"evener-mcp-", "evs-", "evener-egress-"}, func(pre string) bool { return strings.HasPrefix(dir, pre) })
 }
 
 // hostSocketHidden reports whether the host socket p needs no mask: it
