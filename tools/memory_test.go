@@ -58,6 +58,9 @@ func TestMemoryTools(t *testing.T) {
 	if _, text := call(t, MemoryView(d), map[string]any{}); !strings.Contains(text, "notes/a.md (30 bytes): first") {
 		t.Fatalf("listing: %s", text)
 	}
+	if _, text := call(t, MemoryView(d), map[string]any{"path": "notes"}); !strings.Contains(text, "project memory, notes/: 1 file\nnotes/a.md (30 bytes): first") {
+		t.Fatalf("directory listing: %q", text)
+	}
 	if _, text := call(t, MemoryView(d), map[string]any{"path": "notes/a.md", "offset": float64(2)}); text != "     2\t"+secret+"\n" {
 		t.Fatalf("view: %q", text)
 	}
