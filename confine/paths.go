@@ -233,6 +233,12 @@ var topLevelDirs = sync.OnceValue(func() map[string]os.FileInfo {
 
 func resolvedSpellings(p string) []string {
 	out := []string{filepath.Clean(p)}
+	// One stat first: most denylist entries do not exist, and where stat
+	// fails (absent, dangling, unreachable) EvalSymlinks fails too, after
+	// an lstat per component.
+	if _, err := os.Stat(p); err != nil {
+		return out
+	}
 	if r, err := filepath.EvalSymlinks(p); err == nil && r != out[0] {
 		out = append(out, r)
 	}
