@@ -16,7 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Launcher is one sandbox session: a policy, a private scratch directory and
+// Launcher starts every process of one sandbox session (package session
+// owns the session): it holds the policy, a private scratch directory and
 // the processes started under it. Every process the server starts goes
 // through Launcher.Run.
 //
