@@ -170,7 +170,7 @@ func TestEscapes(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			f := newFixture(t, mode)
 			r := root(t, f.open(t, f.wt, Limits{}), Project)
-			for _, p := range []string{"", "..", "../x", "a/../../x", "/etc/passwd", f.secret, "~/.ssh/id_rsa", "~", "a\x00b", ".", "./a", "a//b", "a/", ".git/config", "x/.git/hooks/pre-commit", "a\\b", "\xff"} {
+			for _, p := range []string{"", "..", "../x", "a/../../x", "/etc/passwd", f.secret, "~/.ssh/id_rsa", "~", "a\x00b", ".", "./a", "a//b", "a/", ".git/config", "x/.git/hooks/pre-commit", "GIT~1/config", ".GIT./x", "a\\b", "\xff"} {
 				if _, err := r.Write(p, []byte("pwned")); err == nil {
 					t.Errorf("write %q accepted", p)
 				}
@@ -248,13 +248,16 @@ func TestRootSymlinkRefused(t *testing.T) {
 }
 
 func TestCleanPath(t *testing.T) {
-	for _, p := range []string{"a", "a/b.md", "notes/2026-12-01 build.md", "é.md", "...x"} {
+	for _, p := range []string{"a", "a/b.md", "notes/2026-12-01 build.md", "é.md", "...x",
+		// Corpus entries the fuzz target found interesting, accepted.
+		"x/..ccccc", "a/.m~٘", "GI~T1/x", ".gitgi", "0/0", "a/@/b", "Ȗ_/etc/x"} {
 		if _, err := CleanPath(p); err != nil {
 			t.Errorf("%q: %v", p, err)
 		}
 	}
 	// Corpus entries the fuzz target found interesting.
-	for _, p := range []string{"", ".", "..", "/", "//", "a/./b", "a/../b", "~x", "\x00", "a\nb", "\u202e", strings.Repeat("a/", 9) + "a", strings.Repeat("x", 256), "a\\..\\b"} {
+	for _, p := range []string{"", ".", "..", "/", "//", "a/./b", "a/../b", "~x", "\x00", "a\nb", "\u202e", strings.Repeat("a/", 9) + "a", strings.Repeat("x", 256), "a\\..\\b",
+		"0/", "\t", "0000\x7f00", "\xff\xff", "0\xff000", "\x00\x00"} {
 		if _, err := CleanPath(p); err == nil {
 			t.Errorf("%q accepted", p)
 		}
