@@ -311,9 +311,16 @@ func openRoot(stateDir string, rel []string, base *confine.Policy, lim Limits) (
 			return nil, fmt.Errorf("%s is not a directory", filepath.Base(dir))
 		}
 	}
+	// The session's denylist, but for the entries that hold the state
+	// directory (it, or a parent a deny_paths entry names): the root lies
+	// there, and nothing above the root is reachable from it anyway.
 	var deny []string
 	for _, d := range base.Denylist() {
-		if !confine.Within(dir, d) && !confine.Within(stateReal, d) && !confine.Within(stateDir, d) {
+		holds := confine.Within(stateReal, d) || confine.Within(stateDir, d)
+		if r, err := filepath.EvalSymlinks(d); err == nil && confine.Within(stateReal, r) {
+			holds = true
+		}
+		if !holds {
 			deny = append(deny, d)
 		}
 	}

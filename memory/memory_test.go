@@ -364,3 +364,31 @@ func TestEditsSerialised(t *testing.T) {
 		t.Fatalf("%d of 200 edits kept", n)
 	}
 }
+
+// TestStateDirOtherSpelling: the state directory named by another spelling
+// than the denylist's (HOME through a symlink) still opens, and the secret
+// in the real home stays refused by identity.
+func TestStateDirOtherSpelling(t *testing.T) {
+	f := newFixture(t, confine.ModeOff)
+	linkHome := filepath.Join(filepath.Dir(f.home), "home-link")
+	if err := os.Symlink(f.home, linkHome); err != nil {
+		t.Fatal(err)
+	}
+	base, err := confine.Resolve(confine.Spec{Mode: confine.ModeOff, ModeExplicit: true, Workdir: f.wt, Home: linkHome,
+		StateDir: filepath.Join(linkHome, ".local", "state", "evener-mcp")}, confine.HostReport{OS: "linux"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(f.state, f.wt, base, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := root(t, s, Project)
+	if err := os.Link(f.secret, filepath.Join(r.Dir(), "hard")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := r.Read("hard"); err == nil {
+		t.Fatalf("a hard link to the secret read: %q", b)
+	}
+}
