@@ -133,9 +133,15 @@ func (s *Server) fail(why string) {
 		s.mu.Unlock()
 		return // killed with its session: nothing to say
 	}
+	first := s.failure == ""
 	s.failure = why // its tools stay listed: their calls say why they fail
 	s.mu.Unlock()
-	s.log.Warn("MCP server unavailable", "reason", why)
+	if first {
+		// One warning per outage; the restarts' failures are details.
+		s.log.Warn("MCP server unavailable", "reason", why)
+	} else {
+		s.log.Info("MCP server still unavailable", "reason", why)
+	}
 }
 
 // start spawns the server, initialises it and lists its tools, within
@@ -335,6 +341,7 @@ func (s *Server) restart(exited chan struct{}) {
 	if s.closed || s.restarts >= MaxRestarts {
 		if !s.closed {
 			s.failure += fmt.Sprintf("; not restarted again (%d restarts)", s.restarts)
+			s.log.Warn("MCP server given up", "reason", s.failure)
 		}
 		s.mu.Unlock()
 		s.upOnce.Do(func() { close(s.up) })

@@ -112,6 +112,9 @@ func TestGatewayRestrictedGrants(t *testing.T) {
 		if !waitFor(5*time.Second, func() bool { return strings.Contains(m.stderr.String(), "MCP server unavailable") }) {
 			t.Errorf("no warning naming the server that could not start:\n%s", m.stderr.String())
 		}
+		if n := strings.Count(m.stderr.String(), "warning: MCP server unavailable"); n != 1 {
+			t.Errorf("%d warnings for one outage, want 1:\n%s", n, m.stderr.String())
+		}
 		r := m.call(t, "read_file", map[string]any{"path": "README"})
 		if r.IsError {
 			t.Errorf("the session's own tools fail: %s", text(r))
@@ -145,6 +148,9 @@ func TestGatewayNetwork(t *testing.T) {
 			}
 			if net == "host" && !strings.Contains(m.init.Instructions, "files (network host: the host's network") {
 				t.Errorf("the preamble does not say the server has the host's network:\n%s", m.init.Instructions)
+			}
+			if want := "; MCP servers: files (network " + net; !strings.Contains(m.stderr.String(), want) {
+				t.Errorf("the startup line does not say %q:\n%s", want, m.stderr.String())
 			}
 		})
 	}

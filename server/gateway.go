@@ -91,6 +91,16 @@ func gatewayLine(servers []config.MCPServer) string {
 	return strings.Join(parts, ", ")
 }
 
+// StartupLine is the session's startup line, naming the MCP servers behind
+// it and the network each has (host: the one spawn that keeps the host's).
+func (s *Session) StartupLine() string {
+	line := s.Session.StartupLine()
+	if len(s.o.Config.MCPServers) > 0 {
+		line += "; MCP servers: " + gatewayLine(s.o.Config.MCPServers)
+	}
+	return line
+}
+
 // splitGatewayTools separates the gateway names (NAME__TOOL) from a list of
 // tool names.
 func splitGatewayTools(names []string) (own, gw []string) {
