@@ -414,3 +414,44 @@ func TestGatewayControl(t *testing.T) {
 		t.Fatalf("control: sandbox off, the sibling was not written")
 	}
 }
+
+// readmeMCPConfig is the README's --mcp-config example ("MCP servers behind
+// evener-mcp"), as Claude Code writes such a file.
+const readmeMCPConfig = `{
+  "mcpServers": {
+    "files": {
+      "command": "mcp-server-filesystem",
+      "args": ["/"]
+    },
+    "remote": {
+      "type": "http",
+      "url": "http://127.0.0.1:9/mcp"
+    }
+  }
+}
+`
+
+// TestGatewayReadmeConfig: the README's example works as written, with the
+// servers installed on PATH (as npm install -g puts them there).
+func TestGatewayReadmeConfig(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		e.extra = append(e.extra, "PATH="+filepath.Join(downstream(t), "node_modules", ".bin")+":/usr/local/bin:/usr/bin:/bin")
+		cfg := filepath.Join(e.root, "claude", "mcp.json")
+		writeFile(t, cfg, readmeMCPConfig)
+		m := e.mcp(t, "--mcp-config", cfg)
+		names := m.toolNames(t)
+		for _, want := range []string{"files__read_text_file", "files__write_file"} {
+			if !slices.Contains(names, want) {
+				t.Fatalf("no %s in %v\n%s", want, names, m.stderr.String())
+			}
+		}
+		if !strings.Contains(m.stderr.String(), "skipping remote: only stdio servers") {
+			t.Errorf("no warning naming the http entry:\n%s", m.stderr.String())
+		}
+		r := m.call(t, "files__read_text_file", map[string]any{"path": filepath.Join(e.work, "README")})
+		if r.IsError || !strings.Contains(text(r), "worktree file") {
+			t.Fatalf("read: %s", text(r))
+		}
+	})
+}
