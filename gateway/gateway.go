@@ -155,7 +155,9 @@ func (s *Server) start() {
 	s.mu.Unlock()
 	cli, kill, exited, err := s.spawn()
 	if err != nil {
+		// Nothing was started (no such command): no restart mends that.
 		s.fail(err.Error())
+		s.upOnce.Do(func() { close(s.up) })
 		return
 	}
 	s.mu.Lock()

@@ -103,9 +103,12 @@ func TestGatewayRestrictedGrants(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		e := newEnv(t, id)
 		entry := filesServer(t)
-		delete(entry, "grants")
+		entry["grants"] = []string{"/usr"} // a shared tree: refused
 		cfg := e.mcpConfig(t, map[string]any{"files": entry})
 		m := e.mcp(t, "--sandbox", "restricted", "--mcp-config", cfg)
+		if !strings.Contains(m.stderr.String(), "mcp_servers.files: grant /usr refused") {
+			t.Errorf("no warning about the refused grant:\n%s", m.stderr.String())
+		}
 		if names := m.toolNames(t); slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "files__") }) {
 			t.Fatalf("without its grant the server ran under restricted: %v", names)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/evener-dev/evener-mcp/config"
+	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/evener-dev/evener-mcp/gateway"
 	"github.com/evener-dev/evener-mcp/session"
 	"github.com/evener-dev/evener-mcp/tools"
@@ -151,8 +152,14 @@ func (s *Session) startGateway() string {
 	if len(s.o.Config.MCPServers) == 0 || s.gw == nil {
 		return ""
 	}
+	grants := s.Launcher.Policy().HookGrants()
 	var wg sync.WaitGroup
 	for _, e := range s.o.Config.MCPServers {
+		for _, g := range grants {
+			if g.Refused != "" && slices.Contains(e.Grants, g.Command) && s.Launcher.Policy().Mode() != confine.ModeOff {
+				s.o.warnOnce("mcp_servers.%s: grant %s refused: %s (%s)", e.Name, g.Command, g.Refused, g.Detail)
+			}
+		}
 		srv := gateway.Start(gateway.Entry{Name: e.Name, Command: e.Command, Args: e.Args, Env: e.Env, Network: e.Network, Tools: e.Tools},
 			s.Launcher, s.o.logger().With("session", s.ID), s.gatewayChanged,
 			func(ctx context.Context, params map[string]any) {
