@@ -5,13 +5,44 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 )
+
+// legacyBenchClient is benchClient speaking the session-keeping revision
+// (2025-11-25) to both sides: the downstream servers speak nothing newer,
+// so both sides of the comparison speak the same protocol.
+func legacyBenchClient(b *testing.B, dir string, command string, args ...string) *client.Client {
+	b.Helper()
+	c, err := client.NewStdioMCPClientWithOptions(command, nil, args, transport.WithCommandFunc(
+		func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
+			cmd := exec.CommandContext(ctx, command, args...)
+			cmd.Dir = dir
+			cmd.Env = []string{"HOME=" + os.Getenv("HOME"), "PATH=" + os.Getenv("PATH")}
+			return cmd, nil
+		}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = "2025-11-25"
+	req.Params.ClientInfo = mcp.Implementation{Name: "bench", Version: "1"}
+	if _, err := c.Initialize(ctx, req); err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
 
 // BenchmarkGatewayVsDirect: a downstream tool call (the filesystem
 // server's read_text_file) through evener-mcp's gateway against the same
@@ -63,24 +94,36 @@ func BenchmarkGatewayVsDirect(b *testing.B) {
 		}
 	}
 	t0 := time.Now()
-	ours := benchClient(b, dir, binPath, "--sandbox", "workspace-write", "--sandbox-net", "off", "--workdir", dir, "--mcp-config", cfgPath)
+	ours := legacyBenchClient(b, dir, binPath, "--sandbox", "workspace-write", "--sandbox-net", "off", "--workdir", dir, "--mcp-config", cfgPath)
 	oStart := time.Since(t0) + first(one(ours, "files__read_text_file"))
 	t0 = time.Now()
-	direct := benchClient(b, dir, "node", script, dir)
+	direct := legacyBenchClient(b, dir, "node", script, dir)
 	dStart := time.Since(t0) + first(one(direct, "read_text_file"))
 	// The same server under the same sandbox without the gateway
 	// (evener-mcp exec): what the sandbox costs each of the server's
 	// syscalls, apart from the gateway's hop.
-	boxed := benchClient(b, dir, binPath, "exec", "--sandbox", "workspace-write", "--sandbox-net", "off", "--workdir", dir, "--", "node", script, dir)
+	boxed := legacyBenchClient(b, dir, binPath, "exec", "--sandbox", "workspace-write", "--sandbox-net", "off", "--workdir", dir, "--", "node", script, dir)
 	first(one(boxed, "read_text_file"))
+	// The same comparison with the minimal line client (one JSON line out,
+	// one back): the servers' share without the MCP library's client.
+	lOurs := startLineClient(b, dir, binPath, "--sandbox", "workspace-write", "--sandbox-net", "off", "--workdir", dir, "--mcp-config", cfgPath)
+	lOurs.roundTrip(b, `{"jsonrpc":"2.0","id":"list","method":"tools/list"}`)
+	lDirect := startLineClient(b, dir, "node", script, dir)
+	lArgs := fmt.Sprintf(`{"path":%q}`, file)
 	const n = 500
+	var lo, ld time.Duration
 	var o, d, x time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		o += callN(b, ours, n, "files__read_text_file", args)
 		d += callN(b, direct, n, "read_text_file", args)
 		x += callN(b, boxed, n, "read_text_file", args)
+		lo += lOurs.readN(b, n, "files__read_text_file", lArgs)
+		ld += lDirect.readN(b, n, "read_text_file", lArgs)
 	}
+	b.ReportMetric(float64(lo.Microseconds())/float64(n*b.N), "line-gateway-us/call")
+	b.ReportMetric(float64(ld.Microseconds())/float64(n*b.N), "line-direct-us/call")
+	b.ReportMetric(lo.Seconds()/ld.Seconds(), "ratio-line")
 	b.ReportMetric(float64(o.Microseconds())/float64(n*b.N), "gateway-us/call")
 	b.ReportMetric(float64(x.Microseconds())/float64(n*b.N), "boxed-direct-us/call")
 	b.ReportMetric(o.Seconds()/x.Seconds(), "ratio-boxed")
