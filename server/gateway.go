@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/evener-dev/evener-mcp/config"
@@ -126,6 +127,10 @@ type sessionGateway struct {
 	// filter (--tools, the client's narrowing).
 	allowed func(name string) bool
 	ready   chan struct{}
+	// listed is set once the client asked for the session's tools: a
+	// change before that needs no notification (nor may one precede the
+	// client's initialize).
+	listed atomic.Bool
 }
 
 // newGatewayScope returns the filter of the gateway tools for the server's
@@ -191,6 +196,7 @@ func (s *Session) waitGateway() {
 	case <-s.gw.ready:
 	case <-time.After(gateway.InitTimeout + 2*time.Second):
 	}
+	s.gw.listed.Store(true)
 }
 
 // gatewayChanged rebuilds the session's definitions after one of its
@@ -211,6 +217,9 @@ func (s *Session) gatewayChanged() {
 	s.mu.Unlock()
 	if s.o.gw != nil {
 		s.o.gw.register(added)
+	}
+	if !s.gw.listed.Load() {
+		return
 	}
 	params := map[string]any{}
 	switch {
