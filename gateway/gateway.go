@@ -9,6 +9,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -221,6 +222,19 @@ func (s *Server) list(ctx context.Context, cli *client.Client) ([]mcp.Tool, erro
 	for _, t := range res.Tools {
 		if len(s.e.Tools) > 0 && !contains(s.e.Tools, t.Name) {
 			continue
+		}
+		// The schemas as raw JSON, encoded once: the MCP library would
+		// otherwise encode a structured schema again for every call it
+		// validates (a tenth of a call's cost here).
+		if t.RawInputSchema == nil {
+			if raw, err := json.Marshal(t.InputSchema); err == nil {
+				t.RawInputSchema, t.InputSchema = raw, mcp.ToolInputSchema{}
+			}
+		}
+		if t.RawOutputSchema == nil && t.OutputSchema.Type != "" {
+			if raw, err := json.Marshal(t.OutputSchema); err == nil {
+				t.RawOutputSchema, t.OutputSchema = raw, mcp.ToolOutputSchema{}
+			}
 		}
 		out = append(out, t)
 	}
