@@ -117,7 +117,8 @@ rl.on("line", (l) => {
       { name: "crash", description: "exits", inputSchema: { type: "object" } },
       { name: "echo", description: "names the instance", inputSchema: { type: "object" } },
       { name: "slow", description: "reports progress", inputSchema: { type: "object" } },
-      { name: "grow", description: "adds a tool", inputSchema: { type: "object" } } ];
+      { name: "grow", description: "adds a tool", inputSchema: { type: "object" } },
+      { name: "hang", description: "never answers", inputSchema: { type: "object" } } ];
     if (grown) tools.push({ name: "grown", description: "added", inputSchema: { type: "object" } });
     send({ jsonrpc: "2.0", id: m.id, result: { tools } });
   } else if (m.method === "tools/call") {
@@ -126,11 +127,14 @@ rl.on("line", (l) => {
       const token = m.params._meta && m.params._meta.progressToken;
       if (token !== undefined) send({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: token, progress: 1, total: 2, message: "downstream halfway" } });
     }
+    if (m.params.name === "hang") return;
     if (m.params.name === "grow") {
       grown = true;
       send({ jsonrpc: "2.0", method: "notifications/tools/list_changed" });
     }
     send({ jsonrpc: "2.0", id: m.id, result: { content: [{ type: "text", text: me }] } });
+  } else if (m.method === "notifications/cancelled") {
+    process.stderr.write("downstream saw cancelled " + JSON.stringify(m.params.requestId) + "\n");
   } else if (m.id !== undefined) {
     send({ jsonrpc: "2.0", id: m.id, result: {} });
   }

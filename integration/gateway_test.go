@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -356,6 +357,21 @@ exit 0`)
 		}
 		if !waitFor(10*time.Second, func() bool { return slices.Contains(m.toolNames(t), "crashy__grown") }) {
 			t.Errorf("the downstream's new tool is not listed: %v", m.toolNames(t))
+		}
+		// Cancellation passes through: the client gives up on a call the
+		// downstream never answers, and the downstream hears of it.
+		hctx, hcancel := context.WithTimeout(context.Background(), 1*time.Second)
+		hreq := mcp.CallToolRequest{}
+		hreq.Params.Name = "crashy__hang"
+		if _, err := m.c.CallTool(hctx, hreq); err == nil {
+			t.Errorf("crashy__hang answered")
+		}
+		hcancel()
+		if !waitFor(10*time.Second, func() bool { return strings.Contains(m.stderr.String(), "downstream saw cancelled") }) {
+			t.Errorf("the downstream never heard the call was cancelled:\n%s", m.stderr.String())
+		}
+		if r := m.call(t, "crashy__echo", nil); r.IsError {
+			t.Errorf("crashy__echo after a cancelled call: %s", text(r))
 		}
 		audit, _ := filepath.Glob(filepath.Join(e.home, ".local", "state", "evener-mcp", "*.jsonl"))
 		var log string
