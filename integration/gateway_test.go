@@ -153,6 +153,9 @@ func TestGatewayNetwork(t *testing.T) {
 			if net == "host" && !strings.Contains(m.init.Instructions, "files (network host: the host's network") {
 				t.Errorf("the preamble does not say the server has the host's network:\n%s", m.init.Instructions)
 			}
+			if !strings.HasPrefix(m.stderr.String(), "sandbox: ") {
+				t.Errorf("the startup line is not first on stderr:\n%s", m.stderr.String())
+			}
 			if want := "; MCP servers: files (network " + net; !strings.Contains(m.stderr.String(), want) {
 				t.Errorf("the startup line does not say %q:\n%s", want, m.stderr.String())
 			}
@@ -240,6 +243,9 @@ func TestGatewaySessions(t *testing.T) {
 		e := newEnv(t, id)
 		cfg := e.mcpConfig(t, map[string]any{"files": filesServer(t)})
 		srv := e.serve(t, "--mcp-config", cfg)
+		if !strings.Contains(srv.stderr.String(), "MCP servers behind evener-mcp: files (network host: the host's network") {
+			t.Errorf("serve does not name its MCP servers and their network:\n%s", srv.stderr.String())
+		}
 		script := serverScript(t, "server-filesystem")
 		mine := func() []int {
 			var out []int

@@ -72,11 +72,12 @@ func (g *gatewayHub) ready() {
 // approval, needs no file layer.
 func gatewayFacts(name string) tools.Facts { return tools.Facts{Name: name} }
 
-// announce names, once at start, every configured server and the network
-// it has: host is the one spawn that keeps the host's network.
+// announceGateway names, once at start of an HTTP server, every configured
+// server and the network it has: host is the one spawn that keeps the
+// host's network.
 func (h *Hub) announceGateway() {
-	if len(h.o.Config.MCPServers) == 0 {
-		return
+	if len(h.o.Config.MCPServers) == 0 || h.stdio {
+		return // a stdio server's startup line names them, and stays first
 	}
 	h.o.logger().Info("MCP servers behind evener-mcp: " + gatewayLine(h.o.Config.MCPServers))
 }
