@@ -7,10 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -18,40 +16,13 @@ import (
 // The gateway's tests (README, "MCP servers behind evener-mcp") run real MCP
 // servers nobody here wrote, installed by npm into integration/downstream.
 
-var (
-	downstreamOnce sync.Once
-	downstreamDir  string
-	downstreamErr  error
-)
+var downstreamPackages npmDir
 
 // downstream installs the downstream servers (once per run) and returns
 // their directory.
 func downstream(t testing.TB) string {
 	t.Helper()
-	downstreamOnce.Do(func() {
-		downstreamDir, downstreamErr = filepath.Abs("downstream")
-		if downstreamErr != nil {
-			return
-		}
-		if _, err := exec.LookPath("node"); err != nil {
-			downstreamErr = fmt.Errorf("node is not installed (scripts/deps.sh installs it): %w", err)
-			return
-		}
-		if _, err := os.Stat(filepath.Join(downstreamDir, "node_modules", "@modelcontextprotocol", "server-memory", "package.json")); err == nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "npm", "install", "--no-package-lock", "--no-audit", "--no-fund", "--loglevel=error")
-		cmd.Dir = downstreamDir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			downstreamErr = fmt.Errorf("npm install: %v\n%s", err, out)
-		}
-	})
-	if downstreamErr != nil {
-		t.Fatal(downstreamErr)
-	}
-	return downstreamDir
+	return downstreamPackages.install(t, "downstream", "@modelcontextprotocol/server-memory")
 }
 
 // serverScript is the entry point of an installed downstream package.

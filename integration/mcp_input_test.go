@@ -225,31 +225,7 @@ func TestMCPSwapRace(t *testing.T) {
 		m := e.mcp(t, "--sandbox", "restricted", "--sandbox-net", "off")
 		before, _ := os.ReadDir(filepath.Join(e.home, ".ssh"))
 
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		swaps := 0
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 50_000_000; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				_ = renameExchange(d, link)
-				swaps++
-			}
-		}()
-		// Control: the swap really exposes the secret to a careless reader.
-		exposed := false
-		for i := 0; i < 20000 && !exposed; i++ {
-			b, _ := os.ReadFile(filepath.Join(d, "id_rsa"))
-			exposed = strings.Contains(string(b), "SECRET")
-		}
-		if !exposed {
-			t.Fatalf("the swap never exposed the secret to a plain read: the race would prove nothing")
-		}
+		stopSwaps := swapRace(t, d, link)
 		deadline := time.Now().Add(15 * time.Second)
 		calls := 0
 		for i := 0; i < 3000 && time.Now().Before(deadline); i++ {
@@ -260,8 +236,7 @@ func TestMCPSwapRace(t *testing.T) {
 			m.call(t, "write_file", map[string]any{"path": "d/planted", "content": "x"})
 			calls += 2
 		}
-		close(stop)
-		wg.Wait()
+		swaps := stopSwaps()
 		after, _ := os.ReadDir(filepath.Join(e.home, ".ssh"))
 		if len(after) != len(before) {
 			t.Errorf("the secret directory changed: %d entries before, %d after", len(before), len(after))
@@ -276,4 +251,43 @@ func TestMCPSwapRace(t *testing.T) {
 // renameExchange atomically swaps two paths.
 func renameExchange(a, b string) error {
 	return unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
+}
+
+// swapRace swaps directory d with link (a symlink to a secret directory)
+// as fast as it can until the returned stop is called, which reports how
+// many swaps there were. It first shows that the swap really exposes the
+// secret (d/id_rsa) to a careless reader: otherwise the race proves nothing.
+func swapRace(t *testing.T, d, link string) (stop func() int) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	swaps := 0
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 50_000_000; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			_ = renameExchange(d, link)
+			swaps++
+		}
+	}()
+	stop = func() int {
+		close(done)
+		wg.Wait()
+		return swaps
+	}
+	exposed := false
+	for i := 0; i < 20000 && !exposed; i++ {
+		b, _ := os.ReadFile(filepath.Join(d, "id_rsa"))
+		exposed = strings.Contains(string(b), "SECRET")
+	}
+	if !exposed {
+		stop()
+		t.Fatalf("the swap never exposed the secret to a plain read: the race would prove nothing")
+	}
+	return stop
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -268,30 +267,7 @@ func TestMemorySwapRace(t *testing.T) {
 		must(t, os.Symlink(filepath.Join(e.home, ".ssh"), link))
 		before, _ := os.ReadDir(filepath.Join(e.home, ".ssh"))
 
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		swaps := 0
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 50_000_000; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				_ = renameExchange(d, link)
-				swaps++
-			}
-		}()
-		exposed := false
-		for i := 0; i < 20000 && !exposed; i++ {
-			b, _ := os.ReadFile(filepath.Join(d, "id_rsa"))
-			exposed = strings.Contains(string(b), "SECRET")
-		}
-		if !exposed {
-			t.Fatalf("the swap never exposed the secret to a plain read: the race would prove nothing")
-		}
+		stopSwaps := swapRace(t, d, link)
 		deadline := time.Now().Add(30 * time.Second)
 		writes, landed := 0, 0
 		for i := 0; i < 1000 && time.Now().Before(deadline); i++ {
@@ -305,8 +281,7 @@ func TestMemorySwapRace(t *testing.T) {
 				}
 			}
 		}
-		close(stop)
-		wg.Wait()
+		swaps := stopSwaps()
 		after, _ := os.ReadDir(filepath.Join(e.home, ".ssh"))
 		if len(after) != len(before) {
 			t.Errorf("the secret directory changed: %d entries before, %d after", len(before), len(after))

@@ -23,40 +23,50 @@ import (
 // results included: a result that does not match throws instead of reaching
 // the model.
 
-var (
-	tsOnce sync.Once
-	tsErr  error
-	tsDir  string
-)
+var tsPackages npmDir
 
 // tsClient installs the client's packages (once per run) and returns its
 // directory.
 func tsClient(t *testing.T) string {
 	t.Helper()
-	tsOnce.Do(func() {
-		tsDir, tsErr = filepath.Abs("tsclient")
-		if tsErr != nil {
+	return tsPackages.install(t, "tsclient", "@modelcontextprotocol/sdk")
+}
+
+// npmDir is a directory of npm packages the tests install once per run
+// (no lock file is kept: package.json pins exact versions).
+type npmDir struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// install runs npm install in sub (relative to integration/) unless pkg is
+// installed there already, and returns its absolute path.
+func (n *npmDir) install(t testing.TB, sub, pkg string) string {
+	t.Helper()
+	n.once.Do(func() {
+		if n.dir, n.err = filepath.Abs(sub); n.err != nil {
 			return
 		}
 		if _, err := exec.LookPath("node"); err != nil {
-			tsErr = fmt.Errorf("node is not installed (scripts/deps.sh installs it): %w", err)
+			n.err = fmt.Errorf("node is not installed (scripts/deps.sh installs it): %w", err)
 			return
 		}
-		if _, err := os.Stat(filepath.Join(tsDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err == nil {
+		if _, err := os.Stat(filepath.Join(n.dir, "node_modules", pkg, "package.json")); err == nil {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "npm", "install", "--no-package-lock", "--no-audit", "--no-fund", "--loglevel=error")
-		cmd.Dir = tsDir
+		cmd.Dir = n.dir
 		if out, err := cmd.CombinedOutput(); err != nil {
-			tsErr = fmt.Errorf("npm install: %v\n%s", err, out)
+			n.err = fmt.Errorf("npm install in %s: %v\n%s", sub, err, out)
 		}
 	})
-	if tsErr != nil {
-		t.Fatal(tsErr)
+	if n.err != nil {
+		t.Fatal(n.err)
 	}
-	return tsDir
+	return n.dir
 }
 
 type tsCall struct {
