@@ -5,6 +5,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -40,16 +41,23 @@ type npmDir struct {
 	err  error
 }
 
-// install runs npm install in sub (relative to integration/) unless pkg is
-// installed there already, and returns its absolute path.
+// npmRoot holds the installed packages, outside the checkout and not under
+// /tmp: every sandbox has a private /tmp, so a server installed in a
+// checkout under /tmp would be invisible to the sandboxed downstream. Each
+// directory is named by a hash of its source files and reused across runs.
+const npmRoot = "/var/tmp/evener-it-npm"
+
+// install copies the files of sub (relative to integration/) into a
+// directory under npmRoot, runs npm install there unless pkg is installed
+// already, and returns that directory.
 func (n *npmDir) install(t testing.TB, sub, pkg string) string {
 	t.Helper()
 	n.once.Do(func() {
-		if n.dir, n.err = filepath.Abs(sub); n.err != nil {
-			return
-		}
 		if _, err := exec.LookPath("node"); err != nil {
 			n.err = fmt.Errorf("node is not installed (scripts/deps.sh installs it): %w", err)
+			return
+		}
+		if n.dir, n.err = npmCopy(sub); n.err != nil {
 			return
 		}
 		if _, err := os.Stat(filepath.Join(n.dir, "node_modules", pkg, "package.json")); err == nil {
@@ -67,6 +75,43 @@ func (n *npmDir) install(t testing.TB, sub, pkg string) string {
 		t.Fatal(n.err)
 	}
 	return n.dir
+}
+
+// npmCopy copies the regular files of sub into npmRoot/<sub>-<hash>.
+func npmCopy(sub string) (string, error) {
+	ents, err := os.ReadDir(sub)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	files := map[string][]byte{}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(sub, e.Name()))
+		if err != nil {
+			return "", err
+		}
+		files[e.Name()] = b
+		fmt.Fprintf(h, "%s\x00%d\x00", e.Name(), len(b))
+		h.Write(b)
+	}
+	dir := filepath.Join(npmRoot, fmt.Sprintf("%s-%x", sub, h.Sum(nil)[:6]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for _, d := range []string{npmRoot, dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			return "", err
+		}
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 type tsCall struct {
