@@ -126,7 +126,7 @@ func socks5Connect(c net.Conn, user, pass, host string, port int) (*bufio.Reader
 		return nil, err
 	}
 	if hdr[1] != 0 {
-		return nil, fmt.Errorf("refused by the egress proxy (SOCKS reply %d)", hdr[1])
+		return nil, fmt.Errorf("%s (SOCKS reply %d)", socksReplyText(hdr[1]), hdr[1])
 	}
 	var skip int
 	switch hdr[3] {
@@ -175,4 +175,20 @@ func (f *loopbackForwarder) Close() {
 	for _, ln := range f.lns {
 		ln.Close()
 	}
+}
+
+// socksReplyText tells a policy refusal from an allowed destination that
+// could not be reached (README, "The network").
+func socksReplyText(code byte) string {
+	switch code {
+	case 2:
+		return "refused by the session's allowlist"
+	case 3, 4:
+		return "allowed, but the destination is unreachable (its name did not resolve, or no route)"
+	case 5:
+		return "allowed, but the destination refused the connection"
+	case 6:
+		return "allowed, but the connection to the destination timed out"
+	}
+	return "the egress proxy failed the connection"
 }

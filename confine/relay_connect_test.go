@@ -79,3 +79,16 @@ func TestEgressEnvAt(t *testing.T) {
 		t.Errorf("egressEnv GIT_SSH_COMMAND = %q", got)
 	}
 }
+
+// TestSocksReplyText: git over SSH tells the user a policy refusal (reply
+// 2) apart from an allowed destination that could not be reached.
+func TestSocksReplyText(t *testing.T) {
+	if !strings.Contains(socksReplyText(2), "refused") {
+		t.Errorf("reply 2: %q", socksReplyText(2))
+	}
+	for _, c := range []byte{3, 4, 5, 6} {
+		if got := socksReplyText(c); !strings.HasPrefix(got, "allowed, but") {
+			t.Errorf("reply %d reads as a refusal: %q", c, got)
+		}
+	}
+}

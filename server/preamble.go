@@ -58,7 +58,7 @@ func Preamble(ctx context.Context, sess *confine.Launcher, allowDomains []string
 		case confine.NetworkOff:
 			fmt.Fprintf(&b, "- network: off. Commands have no network at all, loopback included.\n")
 		default:
-			fmt.Fprintf(&b, "- network: on, only through this session's proxies (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY are set; git over SSH goes through SOCKS). They allow well-known source hosts and model providers, plus the entries below; everything else, loopback and private addresses included, is refused with HTTP 403 or a SOCKS error. No direct route, no DNS.\n")
+			fmt.Fprintf(&b, "- network: on, only through this session's proxies (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY are set; git over SSH goes through SOCKS). They allow well-known source hosts and model providers, plus the entries below; everything else, loopback and private addresses included, is refused with HTTP 403 (SOCKS reply 2); 502/504 (SOCKS 4/5/6) means the destination is allowed but could not be reached. No direct route, no DNS.\n")
 		}
 		if len(allowDomains) > 0 {
 			fmt.Fprintf(&b, "- allow-domain entries: %s\n", strings.Join(allowDomains, ", "))
