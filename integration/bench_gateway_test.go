@@ -7,13 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -22,26 +20,7 @@ import (
 // so both sides of the comparison speak the same protocol.
 func legacyBenchClient(b *testing.B, dir string, command string, args ...string) *client.Client {
 	b.Helper()
-	c, err := client.NewStdioMCPClientWithOptions(command, nil, args, transport.WithCommandFunc(
-		func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
-			cmd := exec.CommandContext(ctx, command, args...)
-			cmd.Dir = dir
-			cmd.Env = []string{"HOME=" + os.Getenv("HOME"), "PATH=" + os.Getenv("PATH")}
-			return cmd, nil
-		}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req := mcp.InitializeRequest{}
-	req.Params.ProtocolVersion = "2025-11-25"
-	req.Params.ClientInfo = mcp.Implementation{Name: "bench", Version: "1"}
-	if _, err := c.Initialize(ctx, req); err != nil {
-		b.Fatal(err)
-	}
-	return c
+	return benchClientAt(b, "2025-11-25", dir, command, args...)
 }
 
 // BenchmarkGatewayVsDirect: a downstream tool call (the filesystem

@@ -29,6 +29,12 @@ var referenceServer = os.Getenv("EVENER_BENCH_REFERENCE")
 // sides of a comparison.
 func benchClient(b *testing.B, dir string, command string, args ...string) *client.Client {
 	b.Helper()
+	return benchClientAt(b, mcp.LATEST_PROTOCOL_VERSION, dir, command, args...)
+}
+
+// benchClientAt is benchClient speaking protocol revision version.
+func benchClientAt(b *testing.B, version, dir string, command string, args ...string) *client.Client {
+	b.Helper()
 	c, err := client.NewStdioMCPClientWithOptions(command, nil, args, transport.WithCommandFunc(
 		func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
 			cmd := exec.CommandContext(ctx, command, args...)
@@ -43,7 +49,7 @@ func benchClient(b *testing.B, dir string, command string, args ...string) *clie
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req := mcp.InitializeRequest{}
-	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	req.Params.ProtocolVersion = version
 	req.Params.ClientInfo = mcp.Implementation{Name: "bench", Version: "1"}
 	if _, err := c.Initialize(ctx, req); err != nil {
 		b.Fatal(err)

@@ -223,8 +223,9 @@ type memoryEditArgs struct {
 	NewText string `json:"new_text"`
 }
 
-// MemoryEditResult is memory_edit's structured result.
-type MemoryEditResult struct {
+// MemoryFileResult is the structured result of memory_edit and
+// memory_delete: the file they acted on.
+type MemoryFileResult struct {
 	Scope string `json:"scope"`
 	Path  string `json:"path"`
 }
@@ -250,7 +251,7 @@ func MemoryEdit(d Deps) Tool {
 			return d.memoryFailure(memoryEditFacts.Name, err), nil
 		}
 		d.recordMemory(memoryEditFacts.Name, r, a.Path)
-		return mcp.NewToolResultStructured(MemoryEditResult{Scope: string(r.Scope()), Path: a.Path},
+		return mcp.NewToolResultStructured(MemoryFileResult{Scope: string(r.Scope()), Path: a.Path},
 			fmt.Sprintf("edited %s memory %s", r.Scope(), a.Path)), nil
 	}))
 }
@@ -313,11 +314,6 @@ type memoryDeleteArgs struct {
 	Path  string `json:"path"`
 }
 
-// MemoryDeleteResult is memory_delete's structured result.
-type MemoryDeleteResult struct {
-	Scope string `json:"scope"`
-	Path  string `json:"path"`
-}
 
 // MemoryDelete removes a memory file.
 func MemoryDelete(d Deps) Tool {
@@ -338,7 +334,7 @@ func MemoryDelete(d Deps) Tool {
 			return d.memoryFailure(memoryDeleteFacts.Name, err), nil
 		}
 		d.recordMemory(memoryDeleteFacts.Name, r, a.Path)
-		return mcp.NewToolResultStructured(MemoryDeleteResult{Scope: string(r.Scope()), Path: a.Path},
+		return mcp.NewToolResultStructured(MemoryFileResult{Scope: string(r.Scope()), Path: a.Path},
 			fmt.Sprintf("deleted %s memory %s", r.Scope(), a.Path)), nil
 	}))
 }
