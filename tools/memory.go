@@ -314,7 +314,6 @@ type memoryDeleteArgs struct {
 	Path  string `json:"path"`
 }
 
-
 // MemoryDelete removes a memory file.
 func MemoryDelete(d Deps) Tool {
 	tool := mcp.NewTool(memoryDeleteFacts.Name,
