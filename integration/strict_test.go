@@ -5,6 +5,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -71,6 +72,11 @@ func TestLogJSON(t *testing.T) {
 		}
 		t.Run("stdio", func(t *testing.T) {
 			e := newEnv(t, id)
+			// A warning found while the session is built (a memory root
+			// that is a symlink) still comes after the startup line.
+			state := filepath.Join(e.home, ".local", "state", "evener-mcp")
+			mustMkdir(t, state)
+			must(t, os.Symlink(e.sibling, filepath.Join(state, "memory")))
 			r := e.raw(t, "--sandbox", "workspace-write", "--sandbox-net", "on", "--log-format", "json", "--log-level", "debug")
 			r.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"` + filepath.Join(e.home, ".ssh", "id_rsa") + `"}}}`)
 			r.expect(2)
@@ -80,6 +86,9 @@ func TestLogJSON(t *testing.T) {
 			check(t, res)
 			if !strings.Contains(res, `"msg":"egress refused"`) {
 				t.Errorf("no egress refusal record:\n%s", res)
+			}
+			if !strings.Contains(res, "memory tools not offered") {
+				t.Errorf("no memory warning:\n%s", res)
 			}
 		})
 		t.Run("http", func(t *testing.T) {

@@ -324,8 +324,11 @@ func openRoot(stateDir string, rel []string, base *confine.Policy, lim Limits) (
 			deny = append(deny, d)
 		}
 	}
-	host := confine.HostReport{OS: "linux", Bwrap: "(the memory file layer starts no process)", UserNS: true, Seccomp: true,
-		RunAsRoot: base.Host().RunAsRoot}
+	// RunAsRoot stays false: for a root server Resolve would add every
+	// person's credential paths, root's default state directory among
+	// them, which holds this root. Those masks are in the session's
+	// denylist, passed above, all but the ones that hold the root.
+	host := confine.HostReport{OS: "linux", Bwrap: "(the memory file layer starts no process)", UserNS: true, Seccomp: true}
 	pol, err := confine.Resolve(confine.Spec{
 		Mode: confine.ModeRestricted, ModeExplicit: true, Network: confine.NetworkOff,
 		Workdir: dir, Home: placeholderHome, ExtraDeny: deny,

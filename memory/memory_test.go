@@ -392,3 +392,49 @@ func TestStateDirOtherSpelling(t *testing.T) {
 		t.Fatalf("a hard link to the secret read: %q", b)
 	}
 }
+
+// TestRootServerDefaultStateDir: a server started by root masks every
+// person's credential paths, its own default state directory among them;
+// the memory roots under that directory must still open (they failed with
+// "lies inside the denylisted ..." for every root-started server with the
+// default state directory). Root only: it uses a scratch directory under
+// root's real default state directory, removed afterwards.
+func TestRootServerDefaultStateDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a root-started server's denylist needs root")
+	}
+	parent := "/root/.local/state/evener-mcp"
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	state, err := os.MkdirTemp(parent, "memory-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(state)
+	wt := t.TempDir()
+	base, err := confine.Resolve(confine.Spec{Mode: confine.ModeWorkspaceWrite, ModeExplicit: true, Workdir: wt, Home: "/root", StateDir: parent},
+		confine.HostReport{OS: "linux", Bwrap: "/usr/bin/bwrap", UserNS: true, Seccomp: true, RunAsRoot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(state, wt, base, DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if u := s.Unavailable(); len(u) > 0 {
+		t.Fatalf("memory unavailable for a root server: %v", u)
+	}
+	r, err := s.Root(Project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.fa.Stat("."); err != nil {
+		t.Fatal(err)
+	}
+	// The session's own masks still hold inside the memory layer.
+	if _, err := r.fa.Stat("/root/.ssh"); err == nil {
+		t.Error("the memory layer reaches root's ~/.ssh")
+	}
+}

@@ -82,10 +82,6 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 		}
 		h.single = s
 		instructions = s.preamble
-		if o.Started != nil {
-			o.Started(s.StartupLine())
-		}
-		s.logOpened() // after the startup line, which stays first on stderr
 	}
 	hooks := &mcpserver.Hooks{}
 	hooks.AddOnRequestInitialization(h.onRequest)
@@ -245,10 +241,6 @@ func (h *Hub) initialize(ctx context.Context, params json.RawMessage) error {
 		h.single = s
 		h.mu.Unlock()
 		old.Close()
-		if h.o.Started != nil {
-			h.o.Started(s.StartupLine() + " (narrowed by the client)")
-		}
-		s.logOpened()
 		return nil
 	}
 	cs := mcpserver.ClientSessionFromContext(ctx)
@@ -297,13 +289,20 @@ func (h *Hub) open(ctx context.Context, n Narrowing, transport, mcpID string) (*
 		return nil, fmt.Errorf("session refused: %w", err)
 	}
 	s.mcpID = mcpID
+	if transport == "stdio" && h.o.Started != nil {
+		// The startup line stays the first line on stderr: before the
+		// session's start-up warnings (hooks, memory) and records.
+		line := s.StartupLine()
+		if n.asked() {
+			line += " (narrowed by the client)"
+		}
+		h.o.Started(line)
+	}
 	if s.Degraded != "" && transport != "stdio" {
 		s.log.Warn(s.Degraded)
 	}
 	s.start(ctx, transport)
-	if transport != "stdio" {
-		s.logOpened()
-	}
+	s.logOpened()
 	return s, nil
 }
 

@@ -42,12 +42,12 @@ func (s *Session) openMemory() {
 	}
 	st, err := memory.Open(s.o.Config.StateDir, s.o.Policy.Workdir(), s.Policy, memory.DefaultLimits)
 	if err != nil {
-		s.o.warnOnce("memory tools not offered: %v", err)
+		s.notices = append(s.notices, fmt.Sprintf("memory tools not offered: %v", err))
 		drop(true)
 		return
 	}
 	for _, e := range st.Unavailable() {
-		s.o.warnOnce("%v", e)
+		s.notices = append(s.notices, e.Error())
 	}
 	s.memory = st
 }

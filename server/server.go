@@ -154,6 +154,9 @@ type Session struct {
 	// gw are the MCP servers behind this one (gateway.go); nil without any.
 	gw    *sessionGateway
 	hooks *sessionHooks
+	// notices are warnings found while the session was built, told once
+	// it starts (after a stdio server's startup line).
+	notices []string
 	// memory is the session's memory (memory.go); nil without one.
 	memory *memoryStore
 
@@ -196,6 +199,11 @@ func scope(published, asked []string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// asked reports whether the narrowing asks for anything.
+func (n Narrowing) asked() bool {
+	return n.Tools != nil || n.Sandbox != "" || n.Network != ""
 }
 
 // request turns a client's narrowing into the session's request.
@@ -276,6 +284,9 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 
 // start measures the preamble and runs the SessionStart hooks.
 func (s *Session) start(ctx context.Context, transport string) {
+	for _, n := range s.notices {
+		s.o.warnOnce("%s", n)
+	}
 	s.preamble = Preamble(ctx, s.Launcher, s.o.Config.AllowDomains, s.Degraded)
 	s.preamble += s.startGateway()
 	if s.NoFileLayer != "" {
