@@ -43,6 +43,22 @@ type Launcher struct {
 	exe     string // this binary: the egress relay (Linux), the connect helper (macOS)
 
 	be osBackend
+
+	lbMu     sync.Mutex // guards lbWanted, lb and lbErr: the session loopback
+	lbWanted bool       // ShareLoopback was called
+	lb       *loopback  // made on the first spawn that joins it
+	lbErr    error      // why it could not be made (not retried)
+}
+
+// ShareLoopback makes the session's later sandboxed spawns that take the
+// session's network share one network namespace, and so one loopback
+// (README, "Terminals"; loopback_linux.go). Call it before the first
+// spawn; a one-shot `exec` does not, since one command has nothing to
+// share with.
+func (s *Launcher) ShareLoopback() {
+	s.lbMu.Lock()
+	s.lbWanted = true
+	s.lbMu.Unlock()
 }
 
 // backend is the per-OS half of a Launcher, implemented once per build by
@@ -192,6 +208,10 @@ func (s *Launcher) Close() error {
 	}
 	s.mu.Unlock()
 	s.be.close(s)
+	s.lbMu.Lock()
+	s.lb.close()
+	s.lb, s.lbErr = nil, errors.New("session closed")
+	s.lbMu.Unlock()
 	Phase("rm-scratch")
 	return removeAllForce(s.scratch)
 }
@@ -289,7 +309,7 @@ func (s *Launcher) Run(ctx context.Context, c Command) (res Result, err error) {
 	}
 	cmd := &exec.Cmd{Path: pr.Path, Args: pr.Args, Env: pr.Env, Dir: pr.Dir,
 		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, WaitDelay: 2 * time.Second,
-		SysProcAttr: procAttr(pr.Sandboxed)}
+		SysProcAttr: procAttr(pr.Sandboxed, c.Terminal)}
 	return s.launch(ctx, &spawn{cmd: cmd, sandboxed: pr.Sandboxed}, c.OnStart)
 }
 
@@ -371,7 +391,7 @@ func killTree(sp *spawn) {
 	}
 	cmd := sp.cmd
 	if cmd.Process != nil {
-		if cmd.SysProcAttr != nil && cmd.SysProcAttr.Setpgid {
+		if a := cmd.SysProcAttr; a != nil && (a.Setpgid || a.Setsid) {
 			_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
 		}
 		_ = cmd.Process.Kill()

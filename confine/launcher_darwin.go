@@ -31,8 +31,11 @@ type osSpawn struct{}
 func (b *osBackend) ready() error { return nil }
 
 // procAttr: every spawn leads a process group of its own, which is what a
-// timeout kills.
-func procAttr(sandboxed bool) *syscall.SysProcAttr {
+// timeout kills; a terminal's leads a session on its pseudo-terminal.
+func procAttr(sandboxed, terminal bool) *syscall.SysProcAttr {
+	if terminal {
+		return &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
 	return &syscall.SysProcAttr{Setpgid: true}
 }
 

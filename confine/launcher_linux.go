@@ -42,7 +42,14 @@ type osSpawn struct {
 
 func (b *osBackend) ready() error { return nil }
 
-func procAttr(sandboxed bool) *syscall.SysProcAttr {
+func procAttr(sandboxed, terminal bool) *syscall.SysProcAttr {
+	if terminal {
+		// A terminal's command leads a session whose controlling
+		// terminal is its standard input (the pseudo-terminal), so the
+		// terminal's ^C reaches its foreground job; killTree ends the
+		// session's process group.
+		return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true, Setctty: true, Ctty: 0}
+	}
 	// A mode-off command leads a process group of its own: killTree ends
 	// it with its children.
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: !sandboxed}
@@ -64,6 +71,14 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 	if c.Network == NetworkOff || c.Network == NetworkHost {
 		network = c.Network
 	}
+	// The session's loopback, when it has one and this spawn takes the
+	// session's network (loopback_linux.go).
+	var lb *loopback
+	if network != NetworkHost && c.Network != NetworkOff {
+		if lb, err = s.sessionLoopback(p); err != nil {
+			return nil, err
+		}
+	}
 	if network == NetworkOn {
 		s.mu.Lock()
 		eg, exe := s.egress, s.exe
@@ -80,7 +95,11 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 		for k, v := range egressEnv(*eg) {
 			over[k] = v
 		}
-		cmdArgs = append([]string{relayExe, RelaySubcommand, "--"}, c.Args...)
+		if lb == nil {
+			// No loopback holder relays for it: the relay runs in
+			// front of the command, inside its sandbox.
+			cmdArgs = append([]string{relayExe, RelaySubcommand, "--"}, c.Args...)
+		}
 	}
 	cacheEnv := map[string]string{}
 	switch p.Cache() {
@@ -97,11 +116,18 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 	plan := Plan(p, l)
 	args := []string{"bwrap",
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-		"--disable-userns", "--assert-userns-disabled", "--die-with-parent", "--new-session",
+		"--disable-userns", "--assert-userns-disabled", "--die-with-parent",
 		"--cap-drop", "ALL", "--hostname", "evener-sandbox",
 		"--seccomp", "3", "--info-fd", "4", "--block-fd", "5",
 	}
-	if network != NetworkHost {
+	if !c.Terminal {
+		// A session of its own: nothing in the sandbox can inject input
+		// into a terminal the server was started from (TIOCSTI). A
+		// terminal's command keeps the session whose controlling
+		// terminal is the server's own pseudo-terminal for it.
+		args = append(args, "--new-session")
+	}
+	if network != NetworkHost && lb == nil {
 		// A network namespace of its own: with the network on, the only
 		// way out is the egress bridge. Only a command that asked for the
 		// host's network (an MCP server behind this one, README "MCP
@@ -112,7 +138,11 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 	args = append(args, "--chdir", dir, "--")
 	args = append(args, cmdArgs...)
 	env := EnvFloor(p.env, s.envPass, p.Mode(), over, grantedRoots(p))
-	return &Prepared{Path: p.host.Bwrap, Args: args, Env: env, Dir: dir, Plan: plan, Sandboxed: true}, nil
+	path := p.host.Bwrap
+	if lb != nil {
+		path, args = lb.wrap(path, args)
+	}
+	return &Prepared{Path: path, Args: args, Env: env, Dir: dir, Plan: plan, Sandboxed: true}, nil
 }
 
 // setEgress: the bridge's sockets are bound into each sandbox (prepare).

@@ -25,7 +25,9 @@ func (b *osBackend) release(s *Launcher, sp *spawn, onStart func()) error { retu
 func (b *osBackend) end(s *Launcher, sp *spawn)                           {}
 func (b *osBackend) startSpawner(s *Launcher)                             {}
 func (b *osBackend) close(s *Launcher)                                    {}
-func procAttr(sandboxed bool) *syscall.SysProcAttr                        { return &syscall.SysProcAttr{Setpgid: true} }
+func procAttr(sandboxed, terminal bool) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
 
 // SealInheritedFDs is a no-op outside Linux and macOS in this build.
 func SealInheritedFDs() error { return nil }

@@ -30,6 +30,10 @@ type Command struct {
 	// evener-mcp"): NetworkHost keeps the host's network (no namespace of
 	// its own, no relay; Linux). "" is the session's.
 	Network Network
+	// Terminal says Stdin is a pseudo-terminal the command takes as its
+	// controlling terminal (README, "Terminals"): its sandbox keeps the
+	// session it starts (no --new-session) so job control and ^C work.
+	Terminal bool
 }
 
 // NetworkHost is a Command's choice of the host's network.

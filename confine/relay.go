@@ -32,6 +32,8 @@ const (
 	relaySOCKSSock  = RelayDir + "/socks.sock"
 	RelaySubcommand = "__egress-relay"
 	ConnectSubcmd   = "__egress-connect"
+	// LoopbackSubcommand holds a session's loopback (loopback_linux.go).
+	LoopbackSubcommand = "__loopback-hold"
 )
 
 // EgressBridge is what the session's proxies hand the launcher: the host
@@ -91,4 +93,20 @@ func relayBinary() (string, error) {
 		}
 	}
 	return exe, nil
+}
+
+// RunHidden runs one of the hidden helpers the launcher re-executes this
+// project's binaries as (like runc's init): the egress relay, the SOCKS
+// connect helper for git over SSH, the loopback holder. They load no
+// configuration. ok is false when sub names none of them.
+func RunHidden(sub string, args []string) (code int, ok bool) {
+	switch sub {
+	case RelaySubcommand:
+		return RunRelay(args), true
+	case ConnectSubcmd:
+		return RunConnect(args), true
+	case LoopbackSubcommand:
+		return RunLoopbackHold(args), true
+	}
+	return 0, false
 }

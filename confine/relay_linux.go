@@ -25,16 +25,8 @@ func RunRelay(args []string) int {
 		fmt.Fprintln(os.Stderr, "evener-mcp relay: no command")
 		return 125
 	}
-	for _, l := range []struct {
-		port int
-		sock string
-	}{{RelayHTTPPort, relayHTTPSock}, {RelaySOCKSPort, relaySOCKSSock}} {
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(l.port))
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "evener-mcp relay: listen on port %d: %v\n", l.port, err)
-			return 125
-		}
-		go serveRelay(ln, l.sock)
+	if code := listenRelays(relayHTTPSock, relaySOCKSSock); code != 0 {
+		return code
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -48,6 +40,23 @@ func RunRelay(args []string) int {
 		}
 		fmt.Fprintf(os.Stderr, "evener-mcp relay: %v\n", err)
 		return 127
+	}
+	return 0
+}
+
+// listenRelays listens on the namespace's two proxy ports and relays each
+// to its bridge socket; non-zero is the exit code of a failure.
+func listenRelays(httpSock, socksSock string) int {
+	for _, l := range []struct {
+		port int
+		sock string
+	}{{RelayHTTPPort, httpSock}, {RelaySOCKSPort, socksSock}} {
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(l.port))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "evener-mcp relay: listen on port %d: %v\n", l.port, err)
+			return 125
+		}
+		go serveRelay(ln, l.sock)
 	}
 	return 0
 }

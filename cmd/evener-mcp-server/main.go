@@ -31,11 +31,8 @@ func run(args []string) int {
 	// The hidden egress helpers, for when evener-mcp is not installed
 	// beside this binary and the launcher re-executes this one instead.
 	if len(args) > 0 {
-		switch args[0] {
-		case confine.RelaySubcommand:
-			return confine.RunRelay(args[1:])
-		case confine.ConnectSubcmd:
-			return confine.RunConnect(args[1:])
+		if code, ok := confine.RunHidden(args[0], args[1:]); ok {
+			return code
 		}
 	}
 	// Started by root: the file tools must read no more than the sandbox's

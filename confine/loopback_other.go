@@ -1,0 +1,18 @@
+//go:build !linux
+
+package confine
+
+import "errors"
+
+// loopback is Linux-only: no network namespaces elsewhere.
+type loopback struct{}
+
+func (*loopback) close() {}
+
+// LoopbackShared: only Linux gives a session a loopback of its own.
+func (s *Launcher) LoopbackShared() error {
+	return errors.New("a session loopback needs Linux network namespaces")
+}
+
+// RunLoopbackHold is Linux-only in this build.
+func RunLoopbackHold(args []string) int { return RunRelay(nil) }
