@@ -58,6 +58,9 @@ type Flags struct {
 	StateDir     string   // --state-dir
 	// MaxConcurrentCalls is --max-concurrent-calls (0 = unset).
 	MaxConcurrentCalls int
+	// Terminals are --max-terminals, --terminal-scrollback and
+	// --terminal-idle (zero fields unset).
+	Terminals TerminalLimits
 	// DisableMemory is --disable-memory: no memory tools, no memory guidance.
 	DisableMemory bool
 	// MCPConfigs are --mcp-config files (repeatable): {"mcpServers": {...}}.
@@ -88,6 +91,8 @@ type Config struct {
 	// session runs at once: limits.procs binds each sandbox, so this bounds
 	// a session's processes at MaxConcurrentCalls x procs.
 	MaxConcurrentCalls int
+	// Terminals bound each session's terminals (zero fields: defaults).
+	Terminals TerminalLimits
 	// Memory publishes the memory tools and their guidance (README,
 	// "Memory"); false by --disable-memory or memory = false (which the
 	// project file may set, never unset).
@@ -110,7 +115,8 @@ type Hook struct {
 
 // KnownTools are the tools the server can publish.
 var KnownTools = []string{"read_file", "write_file", "edit_file", "apply_patch", "glob", "grep", "list_dir", "shell",
-	"memory_view", "memory_write", "memory_edit", "memory_search", "memory_delete"}
+	"memory_view", "memory_write", "memory_edit", "memory_search", "memory_delete",
+	"terminal_start", "terminal_send", "terminal_read", "terminal_close", "terminal_list"}
 
 // HookEvents are the hook event names a configuration file may use.
 var HookEvents = []string{"SessionStart", "PreToolUse", "PostToolUse", "SessionEnd"}
@@ -254,6 +260,18 @@ func (m *merger) flags(f Flags) error {
 		if err := m.mcpConfigFile(path); err != nil {
 			return err
 		}
+	}
+	if err := checkTerminalLimits(f.Terminals, [3]string{"--max-terminals", "--terminal-scrollback", "--terminal-idle"}); err != nil {
+		return err
+	}
+	if f.Terminals.Max != 0 {
+		c.Terminals.Max = f.Terminals.Max
+	}
+	if f.Terminals.Scrollback != 0 {
+		c.Terminals.Scrollback = f.Terminals.Scrollback
+	}
+	if f.Terminals.Idle != 0 {
+		c.Terminals.Idle = f.Terminals.Idle
 	}
 	if f.MaxConcurrentCalls != 0 {
 		n, err := maxConcurrentCalls(int64(f.MaxConcurrentCalls))

@@ -350,7 +350,7 @@ func TestBadValues(t *testing.T) {
 		{name: "flag sandbox", flags: Flags{Sandbox: "strict"}, WantErr: `--sandbox: unknown sandbox mode "strict"`},
 		{name: "flag network", flags: Flags{SandboxNet: "maybe"}, WantErr: `unknown --sandbox-net value "maybe"`},
 		{name: "flag backend", flags: Flags{Backend: "firecracker"}, WantErr: `--sandbox-backend: unknown sandbox backend "firecracker"`},
-		{name: "flag tools", flags: Flags{Tools: "read_file,run"}, WantErr: `--tools: unknown tool "run" (known: read_file, write_file, edit_file, apply_patch, glob, grep, list_dir, shell, memory_view, memory_write, memory_edit, memory_search, memory_delete)`},
+		{name: "flag tools", flags: Flags{Tools: "read_file,run"}, WantErr: `--tools: unknown tool "run" (known: read_file, write_file, edit_file, apply_patch, glob, grep, list_dir, shell, memory_view, memory_write, memory_edit, memory_search, memory_delete, terminal_start, terminal_send, terminal_read, terminal_close, terminal_list)`},
 		{name: "flag tools empty", flags: Flags{Tools: " , "}, WantErr: `--tools: empty tool list`},
 		{name: "domain star", flags: Flags{AllowDomains: []string{"*"}}, WantErr: `--allow-domain: "*": too broad`},
 		{name: "domain tld wildcard", flags: Flags{AllowDomains: []string{"*.com"}}, WantErr: `"*.com": too broad`},

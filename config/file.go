@@ -30,6 +30,7 @@ type layer struct {
 	MaxCalls       *int64                `toml:"max_concurrent_calls"`
 	EnvPassthrough []string              `toml:"env_passthrough"`
 	Limits         fileLimits            `toml:"limits"`
+	Terminals      fileTerminals         `toml:"terminals"`
 	Hooks          map[string][]fileHook `toml:"hooks"`
 
 	// MCPServers are the [mcp_servers.NAME] tables (mcpservers.go).
@@ -160,6 +161,9 @@ func (m *merger) trusted(l *layer, path, base string) error {
 			return err
 		}
 		c.MaxConcurrentCalls = n
+	}
+	if err := l.Terminals.apply(&c.Terminals, false); err != nil {
+		return err
 	}
 	if l.Memory != nil {
 		c.Memory = *l.Memory

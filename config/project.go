@@ -125,6 +125,9 @@ func (m *merger) project(l *layer, path string) error {
 		}
 		c.MaxConcurrentCalls = n
 	}
+	if err := l.Terminals.apply(&c.Terminals, true); err != nil {
+		return err
+	}
 	if l.Memory != nil {
 		if *l.Memory && !c.Memory {
 			return errors.New("memory = true would turn on the memory the trusted layers turned off; the project file may only turn it off")

@@ -32,6 +32,7 @@ import (
 	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/evener-dev/evener-mcp/session"
+	"github.com/evener-dev/evener-mcp/terminal"
 	"github.com/evener-dev/evener-mcp/tools"
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -258,6 +259,8 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 		StateDir:        o.Config.StateDir,
 		AllowDomains:    o.Config.AllowDomains,
 		MaxProcessCalls: max,
+		Terminals: &terminal.Limits{Max: o.Config.Terminals.Max, Scrollback: o.Config.Terminals.Scrollback,
+			Idle: o.Config.Terminals.Idle},
 		OnRefusal: func(v session.Violation) {
 			s.log.Warn("egress refused", "target", v.Target, "reason", v.Raw)
 		},
@@ -275,6 +278,15 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 			f, _ := tools.FactsOf(t)
 			return f.Files
 		})
+	}
+	if why := s.noTerminals(); why != "" {
+		// No session loopback here (macOS, or no nsenter): publish no
+		// terminal tools rather than ones that could only fail.
+		s.Tools = slices.DeleteFunc(slices.Clone(s.Tools), func(t string) bool {
+			f, _ := tools.FactsOf(t)
+			return f.Terminal
+		})
+		s.notices = append(s.notices, "terminal tools not offered: "+why)
 	}
 	s.openMemory()
 	s.hooks = newSessionHooks(o, s)
@@ -307,7 +319,7 @@ func (s *Session) start(ctx context.Context, transport string) {
 // deps are the tools' dependencies on this session, over the file layer
 // files (the session's, or one with an approved grant).
 func (s *Session) deps(files *confine.FileAccess) tools.Deps {
-	return tools.Deps{Policy: s.Policy, Launcher: s.Launcher, Files: files, Memory: s.memory, Audit: s.Audit, Bounds: s.o.Bounds,
+	return tools.Deps{Policy: s.Policy, Launcher: s.Launcher, Files: files, Memory: s.memory, Terminals: s.Session.Terminals, Audit: s.Audit, Bounds: s.o.Bounds,
 		Notify: s.o.notify, NetViolations: s.Session.NetViolations}
 }
 
@@ -401,4 +413,18 @@ func (s *Session) Close() error {
 		s.o.logger().Info("session closed", "session", s.ID)
 	})
 	return s.closeErr
+}
+
+// noTerminals says why this session cannot have terminals, "" when it can.
+func (s *Session) noTerminals() string {
+	if s.Session.Terminals == nil {
+		return "this session has none"
+	}
+	if s.Policy.Mode() == confine.ModeOff {
+		return ""
+	}
+	if err := s.Launcher.LoopbackShared(); err != nil {
+		return err.Error()
+	}
+	return ""
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/evener-dev/evener-mcp/egress"
+	"github.com/evener-dev/evener-mcp/terminal"
 )
 
 // Request is what a client may ask for a session: a stricter mode and the
@@ -105,6 +106,9 @@ type Options struct {
 	// MaxProcessCalls bounds the session's concurrent process-starting
 	// calls (0: no bound).
 	MaxProcessCalls int
+	// Terminals, when set, gives the session terminals under these limits
+	// and one loopback shared by its commands (README, "Terminals").
+	Terminals *terminal.Limits
 }
 
 // Session is one sandbox session.
@@ -115,6 +119,8 @@ type Session struct {
 	Files    *confine.FileAccess // nil without a file layer
 	Audit    *Audit              // nil without a state directory
 	Outlet   *egress.Outlet      // nil unless sandboxed with the network on
+	// Terminals are the session's terminals (nil unless Options.Terminals).
+	Terminals *terminal.Set
 	// Degraded is set when the delegate floor could not be enforced for
 	// the shell (DegradedShell).
 	Degraded string
@@ -140,6 +146,10 @@ func Open(base *confine.Policy, mutates bool, req Request, o Options) (*Session,
 	}
 	if o.Spawner {
 		s.Launcher.StartSpawner()
+	}
+	if o.Terminals != nil {
+		s.Launcher.ShareLoopback()
+		s.Terminals = terminal.NewSet(s.Launcher, *o.Terminals)
 	}
 	if o.FileLayer {
 		switch s.Files, err = s.newFiles(pol); {
@@ -271,6 +281,9 @@ func (s *Session) Close() error {
 		return nil
 	}
 	var errs []error
+	if s.Terminals != nil {
+		s.Terminals.CloseAll()
+	}
 	if s.Outlet != nil {
 		errs = append(errs, s.Outlet.Close())
 	}

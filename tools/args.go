@@ -86,6 +86,18 @@ func set(f reflect.Value, val any, name string) error {
 		f.SetInt(n)
 	case reflect.Slice:
 		items, ok := val.([]any)
+		if ok && f.Type().Elem().Kind() == reflect.String {
+			out := reflect.MakeSlice(f.Type(), len(items), len(items))
+			for i, it := range items {
+				s, ok := it.(string)
+				if !ok {
+					return typeErr(fmt.Sprintf("%s[%d]", name, i), "string", it)
+				}
+				out.Index(i).SetString(s)
+			}
+			f.Set(out)
+			return nil
+		}
 		if !ok || f.Type().Elem().Kind() != reflect.Struct {
 			return typeErr(name, "array", val)
 		}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/evener-dev/evener-mcp/memory"
+	"github.com/evener-dev/evener-mcp/terminal"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -66,8 +67,11 @@ type Deps struct {
 	Files    *confine.FileAccess
 	// Memory is the session's memory (nil: none; the memory tools say so).
 	Memory *memory.Store
-	Audit  Recorder
-	Bounds Bounds
+	// Terminals are the session's terminals (nil: none; the terminal
+	// tools say so).
+	Terminals *terminal.Set
+	Audit     Recorder
+	Bounds    Bounds
 	// Notify sends a notification about the call in ctx (progress) so
 	// that it reaches the client before the call's result; nil sends
 	// through the MCP library's session channel.
@@ -102,6 +106,9 @@ type Facts struct {
 	// Files says the tool needs the confined file layer; a build without
 	// one offers only the tools that do not.
 	Files bool
+	// Terminal says the tool works on the session's terminals (README,
+	// "Terminals"): a session that cannot have them offers none of these.
+	Terminal bool
 	// Memory is "read" or "write" for the memory tools (README,
 	// "Memory"): they need the session's memory, not its file layer, and
 	// a session without a tool that Changes files gets the "read" ones
@@ -118,6 +125,8 @@ var constructors = []struct {
 	{globFacts, Glob}, {grepFacts, Grep}, {listDirFacts, ListDir}, {shellFacts, Shell},
 	{memoryViewFacts, MemoryView}, {memoryWriteFacts, MemoryWrite}, {memoryEditFacts, MemoryEdit},
 	{memorySearchFacts, MemorySearch}, {memoryDeleteFacts, MemoryDelete},
+	{terminalStartFacts, TerminalStart}, {terminalSendFacts, TerminalSend}, {terminalReadFacts, TerminalRead},
+	{terminalCloseFacts, TerminalClose}, {terminalListFacts, TerminalList},
 }
 
 // All returns every tool in the order they are published.

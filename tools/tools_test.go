@@ -63,7 +63,12 @@ func TestAnnotationsExplicit(t *testing.T) {
 		"edit_file": {false, true, false, false}, "apply_patch": {false, true, false, false},
 		"glob": {true, false, true, false}, "grep": {true, false, true, false},
 		"list_dir": {true, false, true, false}, "shell": {false, true, false, false},
-		"memory_view": {true, false, true, false}, "memory_write": {false, true, true, false},
+		// The terminal tools start and drive processes (not read-only) but
+		// change no file themselves; reading and listing are read-only.
+		"terminal_start": {false, true, false, false}, "terminal_send": {false, true, false, false},
+		"terminal_read": {true, false, false, false}, "terminal_close": {false, true, true, false},
+		"terminal_list": {true, false, true, false},
+		"memory_view":   {true, false, true, false}, "memory_write": {false, true, true, false},
 		"memory_edit": {false, true, false, false}, "memory_search": {true, false, true, false},
 		"memory_delete": {false, true, true, false},
 	}
@@ -85,7 +90,7 @@ func TestAnnotationsExplicit(t *testing.T) {
 			if st.Facts.Changes || (st.Facts.Memory == "read") != *a.ReadOnlyHint || st.Facts.Files || st.Facts.Processes || st.Facts.Approval != "" {
 				t.Errorf("%s: memory facts %+v disagree with readOnlyHint %v", st.Tool.Name, st.Facts, *a.ReadOnlyHint)
 			}
-		case st.Facts.Changes == *a.ReadOnlyHint && st.Tool.Name != "shell":
+		case st.Facts.Changes == *a.ReadOnlyHint && st.Tool.Name != "shell" && !st.Facts.Terminal:
 			t.Errorf("%s: Changes %v but readOnlyHint %v", st.Tool.Name, st.Facts.Changes, *a.ReadOnlyHint)
 		}
 		if a.ReadOnlyHint == nil || a.DestructiveHint == nil || a.IdempotentHint == nil || a.OpenWorldHint == nil || a.Title == "" {

@@ -29,12 +29,13 @@ var allowed = map[string][]string{
 	"config":                {"confine"},
 	"confine":               {},
 	"egress":                {},
-	"session":               {"confine", "egress"},
-	"tools":                 {"confine", "session", "memory", "tools/internal/"},
+	"session":               {"confine", "egress", "terminal"},
+	"tools":                 {"confine", "session", "memory", "terminal", "tools/internal/"},
 	"hooks":                 {"confine", "session"},
 	"memory":                {"confine"},
-	"server":                {"config", "confine", "session", "tools", "memory", "hooks", "gateway"},
+	"server":                {"config", "confine", "session", "tools", "memory", "hooks", "gateway", "terminal"},
 	"gateway":               {"confine"},
+	"terminal":              {"confine"},
 }
 
 // mcpAllowed are the packages that speak MCP.

@@ -46,6 +46,9 @@ func NewFlagSet(name string) *FlagSet {
 	fs.StringVar(&s.F.StateDir, "state-dir", "", "audit log and session records")
 	fs.BoolVar(&s.F.DisableMemory, "disable-memory", false, "publish no memory tools and no memory guidance")
 	fs.IntVar(&s.F.MaxConcurrentCalls, "max-concurrent-calls", 0, "shell calls one session may run at once (default 8); each sandbox is also bound by limits.procs")
+	fs.IntVar(&s.F.Terminals.Max, "max-terminals", 0, "terminals one session may have open at once (default 8)")
+	fs.IntVar(&s.F.Terminals.Scrollback, "terminal-scrollback", 0, "unread output bytes kept per terminal (default 262144)")
+	fs.DurationVar(&s.F.Terminals.Idle, "terminal-idle", 0, "close a terminal unused this long (default 30m)")
 	return s
 }
 

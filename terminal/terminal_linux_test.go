@@ -1,0 +1,220 @@
+//go:build linux
+
+package terminal
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evener-dev/evener-mcp/confine"
+)
+
+// TestMain lets this test binary stand in for evener-mcp's hidden helpers
+// (the loopback holder), which the launcher re-executes its binary as.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		if code, ok := confine.RunHidden(os.Args[1], os.Args[2:]); ok {
+			os.Exit(code)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// newSet is a terminal set over a real sandbox of mode, in a fresh
+// worktree under /var/tmp (readable by whoever runs the tests).
+func newSet(t *testing.T, mode confine.Mode, lim Limits) (*Set, string) {
+	t.Helper()
+	h := confine.Probe(confine.ProbeFull, os.Environ())
+	if mode != confine.ModeOff && h.Unusable() != "" {
+		t.Skipf("no sandbox here: %s", h.Unusable())
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "evener-term-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir, _ = filepath.EvalSymlinks(dir)
+	work, home, scratch := filepath.Join(dir, "work"), filepath.Join(dir, "home"), filepath.Join(dir, "scratch")
+	for _, d := range []string{work, home, scratch} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := confine.Resolve(confine.Spec{Mode: mode, ModeExplicit: true, Network: confine.NetworkOff, Workdir: work,
+		Env: []string{"HOME=" + home, "PATH=/usr/bin:/bin"}, ScratchRoot: scratch}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := confine.NewLauncher(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.ShareLoopback()
+	s := NewSet(l, lim)
+	t.Cleanup(func() { s.CloseAll(); l.Close() })
+	return s, work
+}
+
+// readUntil reads the output view until want appears (bounded).
+func readUntil(t *testing.T, s *Set, id, want string) string {
+	t.Helper()
+	var all strings.Builder
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		r, err := s.Read(context.Background(), id, 2*time.Second, "output")
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.WriteString(r.Text)
+		if strings.Contains(all.String(), want) {
+			return all.String()
+		}
+		if r.Exited {
+			break
+		}
+	}
+	t.Fatalf("terminal %s never showed %q; got:\n%s", id, want, all.String())
+	return ""
+}
+
+// TestREPL: a python REPL answers print(6*7) with 42; the output view has
+// no escape bytes.
+func TestREPL(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	s, _ := newSet(t, confine.ModeWorkspaceWrite, Limits{})
+	term, err := s.Start(StartOptions{Command: "/usr/bin/python3 -q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if term.Backend != "bwrap" {
+		t.Errorf("backend %q", term.Backend)
+	}
+	readUntil(t, s, term.ID, ">>>")
+	if err := s.Send(term.ID, "print(6*7)", []string{"Enter"}); err != nil {
+		t.Fatal(err)
+	}
+	out := readUntil(t, s, term.ID, "42")
+	if strings.ContainsRune(out, 0x1b) {
+		t.Errorf("escape bytes in the output view: %q", out)
+	}
+}
+
+// TestInterrupt: C-c interrupts a running sleep in an interactive bash,
+// which then answers again.
+func TestInterrupt(t *testing.T) {
+	s, _ := newSet(t, confine.ModeWorkspaceWrite, Limits{})
+	term, err := s.Start(StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(term.ID, "sleep 1000; echo after-$((6*7))", []string{"Enter"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := s.Send(term.ID, "", []string{"C-c"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(term.ID, "echo alive-$((6*7))", []string{"Enter"}); err != nil {
+		t.Fatal(err)
+	}
+	out := readUntil(t, s, term.ID, "alive-42")
+	if strings.Contains(out, "after-42") {
+		t.Errorf("the sleep was not interrupted (the rest of its line ran):\n%s", out)
+	}
+}
+
+// TestScreen: a program that clears the screen and prints at row 5,
+// column 10 shows the text there in the screen view, with no escape bytes.
+func TestScreen(t *testing.T) {
+	s, _ := newSet(t, confine.ModeReadOnly, Limits{})
+	term, err := s.Start(StartOptions{Command: `printf '\033[2J\033[5;10Hhello-screen'; sleep 30`, Cols: 80, Rows: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		r, err := s.Read(context.Background(), term.ID, time.Second, "screen")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := strings.Split(r.Text, "\n")
+		if len(rows) >= 5 && strings.Index(rows[4], "hello-screen") == 9 {
+			if strings.ContainsRune(r.Text, 0x1b) {
+				t.Fatalf("escape bytes in the screen view: %q", r.Text)
+			}
+			if *r.CursorRow != 4 || *r.CursorCol != 21 {
+				t.Errorf("cursor at %d,%d, want 4,21", *r.CursorRow, *r.CursorCol)
+			}
+			return
+		}
+	}
+	t.Fatal("the text never appeared at row 5, column 10")
+}
+
+// TestCloseLeavesNothing: terminal_close ends the whole tree, a
+// background child included; the limit on open terminals holds.
+func TestCloseLeavesNothing(t *testing.T) {
+	s, _ := newSet(t, confine.ModeWorkspaceWrite, Limits{Max: 1})
+	term, err := s.Start(StartOptions{Command: "sleep 1001 & sleep 1002"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Start(StartOptions{}); err == nil || !strings.Contains(err.Error(), "max_terminals") {
+		t.Fatalf("a second terminal past the limit: %v", err)
+	}
+	waitProcs(t, "sleep 100", true)
+	if _, err := s.Close(term.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitProcs(t, "sleep 100", false)
+	if len(s.List()) != 0 {
+		t.Errorf("still listed: %+v", s.List())
+	}
+}
+
+// TestIdleClose: a terminal nobody uses is closed after the idle limit.
+func TestIdleClose(t *testing.T) {
+	s, _ := newSet(t, confine.ModeWorkspaceWrite, Limits{Idle: 300 * time.Millisecond})
+	if _, err := s.Start(StartOptions{Command: "sleep 1003"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.List()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(s.List()) != 0 {
+		t.Fatal("an idle terminal was not closed")
+	}
+	waitProcs(t, "sleep 1003", false)
+}
+
+// waitProcs waits (bounded) until a process whose command line contains
+// marker exists (want) or none does.
+func waitProcs(t *testing.T, marker string, want bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		found := false
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), marker) {
+				found = true
+				break
+			}
+		}
+		if found == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %q present=%v, want %v", marker, found, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
