@@ -235,3 +235,52 @@ func freePort(t *testing.T) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// TestTerminalHooksAuditDelegate: terminal calls pass the hooks like any
+// tool, the audit log records them without what was typed, and a delegate
+// session (no file-changing tool) gets read-only terminals like its shell.
+func TestTerminalHooksAuditDelegate(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		pre := hookScript(t, filepath.Join(e.root, "hooks"), "no-forbidden-word", `in=$(cat)
+case "$in" in
+  *'"tool_name":"terminal_start"'*forbidden-word*) echo "terminals may not say forbidden-word" >&2; exit 2 ;;
+esac
+exit 0`)
+		cfg := hookConfig(t, e, "hooks", hookDef{event: "PreToolUse", matcher: "terminal_.*", command: pre})
+		m := e.mcp(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--config", cfg)
+		r := m.call(t, "terminal_start", map[string]any{"command": "echo forbidden-word > planted-by-blocked-terminal"})
+		if !hookDenied(t, r, "terminals may not say forbidden-word") {
+			t.Errorf("the hook did not block terminal_start: %s", text(r))
+		}
+		time.Sleep(300 * time.Millisecond)
+		if _, err := os.Stat(filepath.Join(e.work, "planted-by-blocked-terminal")); err == nil {
+			t.Error("the blocked terminal ran")
+		}
+		sh := m.termStart(t, map[string]any{"command": "read -s pw; echo got-${#pw}"})
+		m.termSend(t, sh, "hunter2-typed-secret", "Enter")
+		m.termUntil(t, sh, "got-20")
+		if r := m.call(t, "terminal_close", map[string]any{"id": sh}); r.IsError {
+			t.Fatalf("terminal_close: %s", text(r))
+		}
+		audit, err := os.ReadFile(filepath.Join(e.home, ".local", "state", "evener-mcp", "audit.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{`"tool":"terminal_start"`, `"tool":"terminal_send"`, `"tool":"terminal_close"`, "keys Enter"} {
+			if !strings.Contains(string(audit), want) {
+				t.Errorf("the audit log lacks %s:\n%s", want, audit)
+			}
+		}
+		if strings.Contains(string(audit), "hunter2") {
+			t.Errorf("the audit log holds what was typed:\n%s", audit)
+		}
+
+		d := e.mcp(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--tools", "read_file,shell,terminal_start,terminal_read")
+		w := d.termStart(t, map[string]any{"command": "echo x > delegate-wrote; echo status-$?"})
+		d.termUntil(t, w, "status-")
+		if _, err := os.Stat(filepath.Join(e.work, "delegate-wrote")); err == nil {
+			t.Error("a delegate session's terminal wrote into the worktree")
+		}
+	})
+}

@@ -115,3 +115,11 @@ func Truncate(s string, n int) string {
 	}
 	return s[:n] + "..."
 }
+
+// Terminal records a terminal's start, what was sent to it and its close
+// (README, "Terminals"): the terminal's id and a detail that never holds
+// what was typed (a password typed at a prompt must not reach the log),
+// only its size and the named keys.
+func (a *Audit) Terminal(tool, id, detail string, exitCode *int) {
+	a.Write(Record{Tool: tool, Decision: "terminal-" + id, Command: Truncate(detail, 200), ExitCode: exitCode})
+}

@@ -54,6 +54,19 @@ const terminalStartOutputSchema = `{
   "required": ["id", "backend"]
 }`
 
+// TerminalRecorder is implemented by an audit that records terminals
+// (session.Audit): starts, sends (their size and named keys, never the
+// text) and closes.
+type TerminalRecorder interface {
+	Terminal(tool, id, detail string, exitCode *int)
+}
+
+func (d Deps) recordTerminal(tool, id, detail string, exitCode *int) {
+	if r, ok := d.Audit.(TerminalRecorder); ok && d.Audit != nil {
+		r.Terminal(tool, id, detail, exitCode)
+	}
+}
+
 func (d Deps) terminals() (*terminal.Set, error) {
 	if d.Terminals == nil {
 		return nil, errors.New("terminals are not available in this session")
@@ -77,6 +90,7 @@ func TerminalStart(d Deps) Tool {
 		if err != nil {
 			return nil, err
 		}
+		d.recordTerminal("terminal_start", t.ID, t.Command, nil)
 		r := TerminalStartResult{ID: t.ID, Backend: t.Backend}
 		return mcp.NewToolResultStructured(r, fmt.Sprintf("terminal %s started (backend %s)", t.ID, t.Backend)), nil
 	}))
@@ -120,6 +134,7 @@ func TerminalSend(d Deps) Tool {
 		if err := set.Send(a.ID, a.Text, a.Keys); err != nil {
 			return nil, err
 		}
+		d.recordTerminal("terminal_send", a.ID, fmt.Sprintf("%d bytes of text, keys %s", len(a.Text), strings.Join(a.Keys, " ")), nil)
 		return mcp.NewToolResultStructured(map[string]any{"id": a.ID}, "sent"), nil
 	}))
 }
@@ -217,6 +232,7 @@ func TerminalClose(d Deps) Tool {
 		if err != nil {
 			return nil, err
 		}
+		d.recordTerminal("terminal_close", a.ID, "", r.ExitCode)
 		return mcp.NewToolResultStructured(r, "terminal "+a.ID+" closed"), nil
 	}))
 }
