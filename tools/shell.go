@@ -105,16 +105,21 @@ func Shell(d Deps) Tool {
 		// sequence of the command's reaches it (README, "The tools").
 		text = termsafe.Clean(text)
 		viol := attribute(text, d.Policy.Workdir())
-		if d.NetViolations != nil {
-			viol = append(viol, d.NetViolations(started, time.Now())...)
-		}
 		// Repositories the git sweep set aside after the command (README,
 		// "Git"): the model learns why its repository is gone.
 		var gitNotes strings.Builder
 		for _, q := range res.Quarantined {
 			target, _, _ := strings.Cut(q, ":")
-			viol = append(viol, Violation{Action: "git-set-aside", Target: target, Raw: clip(q, 300)})
+			viol = append(viol, Violation{Action: session.ActionGitSetAside, Target: target, Raw: clip(q, 300)})
 			gitNotes.WriteString("\n[git: " + q + "]")
+		}
+		if d.Audit != nil {
+			// The session's violations: the egress refusals are there
+			// already, recorded as the proxies refused them.
+			d.Audit.Violated(shellFacts.Name, viol)
+		}
+		if d.NetViolations != nil {
+			viol = append(viol, d.NetViolations(started, time.Now())...)
 		}
 		if d.Audit != nil {
 			d.Audit.Shell(a.Command, res, len(viol))

@@ -57,6 +57,9 @@ var DefaultBounds = Bounds{
 type Recorder interface {
 	Denied(tool string, d *confine.Denial)
 	Shell(command string, res confine.Result, violations int)
+	// Violated records violations a tool found itself (README,
+	// "Violations"); egress refusals are recorded as they happen.
+	Violated(tool string, vs []Violation)
 }
 
 // Deps is what the tools stand on; one per session.
