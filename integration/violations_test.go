@@ -212,6 +212,20 @@ func checkViolations(t *testing.T, e *env, m *mcpConn, tag string) {
 		t.Errorf("the resource names a host path:\n%s", raw)
 	}
 
+	// A kernel refusal the shell attributes from the command's output: the
+	// host path is named by its base name.
+	w.drain()
+	if r, _ = w.call(t, "shell", map[string]any{"command": "touch /usr/evener-probe-" + tag + " 2>&1; true"}); r.IsError {
+		t.Fatalf("shell: %s", text(r))
+	}
+	if !w.updated(10 * time.Second) {
+		t.Fatalf("no notifications/resources/updated after a kernel refusal")
+	}
+	raw, vs = w.read(t)
+	if v := findViolation(vs, "file-write", "evener-probe-"+tag); v == nil || v.Tool != "shell" || strings.Contains(v.Raw, "/usr") {
+		t.Fatalf("kernel refusal not in the resource (file-write, base name, tool shell): %s", raw)
+	}
+
 	// Unsubscribed: still recorded, no longer told.
 	subscribe(t, m, false)
 	w.drain()
