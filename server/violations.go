@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/evener-dev/evener-mcp/session"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -26,9 +27,17 @@ type violationsDoc struct {
 // without a GET stream reads); one found outside any call is sent on the
 // session's own channel.
 type violationFeed struct {
-	watching atomic.Bool // the client subscribed to ViolationsURI
-	unsent   atomic.Bool // a violation arrived that no update told yet
+	watching atomic.Bool  // the client subscribed to ViolationsURI
+	unsent   atomic.Bool  // a violation arrived that no update told yet
+	lastIdle atomic.Int64 // when the last update outside a call left (unix ns)
+	delayed  atomic.Bool  // an update outside a call waits for idleUpdateGap
 }
+
+// idleUpdateGap is the least time between two updates sent outside a call:
+// a process refused again and again (an MCP server behind this one, say)
+// is told a few times a second, not once per refusal. Updates during a
+// call are one per call at most.
+const idleUpdateGap = 200 * time.Millisecond
 
 // addViolations registers the resource and follows subscriptions to it.
 func (h *Hub) addViolations(hooks *mcpserver.Hooks) {
@@ -89,9 +98,23 @@ func (s *Session) flushViolations(ctx context.Context) {
 // violationsIdle sends a due update outside any call (after the last call
 // in flight ended, or for a violation no call met).
 func (s *Session) violationsIdle() {
-	if !s.feed.unsent.Swap(false) || !s.feed.watching.Load() {
+	if !s.feed.unsent.Load() || !s.feed.watching.Load() {
 		return
 	}
+	now := time.Now().UnixNano()
+	if wait := time.Duration(s.feed.lastIdle.Load() + int64(idleUpdateGap) - now); wait > 0 {
+		if s.feed.delayed.CompareAndSwap(false, true) {
+			time.AfterFunc(wait, func() {
+				s.feed.delayed.Store(false)
+				s.violationsIdle()
+			})
+		}
+		return
+	}
+	if !s.feed.unsent.Swap(false) {
+		return
+	}
+	s.feed.lastIdle.Store(now)
 	params := map[string]any{"uri": ViolationsURI}
 	switch {
 	case s.o.stdio && s.o.notify != nil:
