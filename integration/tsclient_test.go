@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,6 +132,7 @@ type tsPlan struct {
 	Calls       []tsCall          `json:"calls"`
 	Repeat      int               `json:"repeat,omitempty"`
 	Concurrency int               `json:"concurrency,omitempty"`
+	Violations  bool              `json:"violations,omitempty"`
 }
 
 type tsResult struct {
@@ -149,6 +151,9 @@ type tsResult struct {
 	Progress     int              `json:"progressEvents"`
 	Errors       []string         `json:"errors"`
 	Logs         []map[string]any `json:"logs"`
+	Updates      int              `json:"updates"`
+	Resources    []string         `json:"resources"`
+	Violations   []map[string]any `json:"violations"`
 }
 
 type tsRun struct {
@@ -285,6 +290,7 @@ exit 0`)
 					plan = tsPlan{Transport: "http", URL: e.serve(t, flags...).url}
 				}
 				plan.Calls = strictCalls(e)
+				plan.Violations = true
 				run := runTS(t, plan)
 				if len(run.listed) != 13 { // eight tools and five memory tools
 					t.Errorf("listed %v", run.listed)
@@ -330,6 +336,20 @@ exit 0`)
 				}
 				if len(run.summary.Errors) > 0 || run.summary.Late > 0 {
 					t.Errorf("client errors %v, late progress %d", run.summary.Errors, run.summary.Late)
+				}
+				// The violations resource, subscribed to before the calls:
+				// listed, read, and told of (README, "Violations").
+				if !slices.Contains(run.summary.Resources, "evener://session/violations application/json") || run.summary.Updates == 0 {
+					t.Errorf("violations resource: listed %v, %d updates", run.summary.Resources, run.summary.Updates)
+				}
+				got := map[string]bool{}
+				for _, v := range run.summary.Violations {
+					got[fmt.Sprint(v["action"], " ", v["target"], " ", v["tool"])] = true
+				}
+				for _, want := range []string{"file-read id_rsa read_file", "file-write config edit_file", "file-read .ssh list_dir"} {
+					if !got[want] {
+						t.Errorf("violations resource lacks %q: %v", want, run.summary.Violations)
+					}
 				}
 			})
 		}

@@ -23,6 +23,8 @@ func (h *Hub) call(f tools.Facts) mcpserver.ToolHandlerFunc {
 			return mcp.NewToolResultError(errSessionless.Error()), nil
 		}
 		defer s.begin()()
+		// A violation met during the call is told ahead of its result.
+		defer s.flushViolations(ctx)
 		// 2. Its roots, once, before its first call.
 		s.prepOnce.Do(func() { s.prepErr = h.applyRoots(ctx, s) })
 		if s.prepErr != nil {

@@ -90,6 +90,7 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 			res.Instructions = s.preamble
 		}
 	})
+	h.addViolations(hooks)
 	hooks.AddOnUnregisterSession(func(ctx context.Context, cs mcpserver.ClientSession) {
 		if !h.stdio {
 			h.drop(cs.SessionID())
@@ -100,7 +101,8 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 		// listChanged only with MCP servers behind this one, whose tools
 		// may change (gateway.go).
 		mcpserver.WithToolCapabilities(len(o.Config.MCPServers) > 0),
-		mcpserver.WithResourceCapabilities(false, false),
+		// Subscribe: the violations resource changes (violations.go).
+		mcpserver.WithResourceCapabilities(true, false),
 		mcpserver.WithInputSchemaValidation(),
 		// No output-schema validation per call: every result of every tool
 		// is validated against its schema by the strict TypeScript client in
@@ -124,6 +126,7 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 		}
 	}
 	h.o.gw.ready()
+	h.addViolationsResource()
 	h.srv.AddResource(mcp.NewResource(PreambleURI, "sandbox preamble",
 		mcp.WithResourceDescription("What this session's sandbox enforces, as the model is told at start."),
 		mcp.WithMIMEType("text/plain")),

@@ -160,6 +160,8 @@ type Session struct {
 	notices []string
 	// memory is the session's memory (memory.go); nil without one.
 	memory *memoryStore
+	// feed is the client's subscription to the session's violations.
+	feed violationFeed
 
 	mu       sync.Mutex // guards handlers and defs (rebuilt when roots narrow the worktree)
 	handlers map[string]tools.Tool
@@ -269,6 +271,7 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 		return nil, err
 	}
 	s.log = newSessionLogger(o.logger(), s)
+	s.Violations.Observe(s.violationAdded)
 	s.lastActive.Store(time.Now().UnixNano())
 	if s.NoFileLayer != "" {
 		// No race-safe file layer in this build (macOS): publish only the
@@ -319,7 +322,8 @@ func (s *Session) start(ctx context.Context, transport string) {
 // deps are the tools' dependencies on this session, over the file layer
 // files (the session's, or one with an approved grant).
 func (s *Session) deps(files *confine.FileAccess) tools.Deps {
-	return tools.Deps{Policy: s.Policy, Launcher: s.Launcher, Files: files, Memory: s.memory, Terminals: s.Session.Terminals, Audit: s.Audit, Bounds: s.o.Bounds,
+	return tools.Deps{Policy: s.Policy, Launcher: s.Launcher, Files: files, Memory: s.memory, Terminals: s.Session.Terminals,
+		Audit: session.Recorder{Audit: s.Audit, Violations: s.Violations}, Bounds: s.o.Bounds,
 		Notify: s.o.notify, NetViolations: s.Session.NetViolations}
 }
 
@@ -374,7 +378,9 @@ func (s *Session) begin() (end func()) {
 	s.lastActive.Store(time.Now().UnixNano())
 	return func() {
 		s.lastActive.Store(time.Now().UnixNano())
-		s.inflight.Add(-1)
+		if s.inflight.Add(-1) == 0 {
+			s.violationsIdle()
+		}
 	}
 }
 

@@ -121,6 +121,10 @@ type Session struct {
 	Outlet   *egress.Outlet      // nil unless sandboxed with the network on
 	// Terminals are the session's terminals (nil unless Options.Terminals).
 	Terminals *terminal.Set
+	// Violations are the session's recent violations (README,
+	// "Violations"): egress refusals, file-layer denials, what the tools
+	// attribute.
+	Violations *Violations
 	// Degraded is set when the delegate floor could not be enforced for
 	// the shell (DegradedShell).
 	Degraded string
@@ -140,7 +144,7 @@ func Open(base *confine.Policy, mutates bool, req Request, o Options) (*Session,
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{ID: newID(), Policy: pol, Degraded: degraded, o: o}
+	s := &Session{ID: newID(), Policy: pol, Degraded: degraded, Violations: &Violations{}, o: o}
 	if s.Launcher, err = confine.NewLauncherUnder(pol, o.EnvPassthrough, o.ScratchParent); err != nil {
 		return nil, err
 	}
@@ -179,6 +183,7 @@ func Open(base *confine.Policy, mutates bool, req Request, o Options) (*Session,
 		}
 		s.Outlet, err = egress.OpenOutlet(o.AllowDomains, hosts, socketParent, func(v egress.Violation) {
 			s.Audit.Network(v)
+			s.Violations.Add("", Violation(v))
 			if o.OnRefusal != nil {
 				o.OnRefusal(Violation(v))
 			}

@@ -104,19 +104,26 @@ func Shell(d Deps) Tool {
 		// The human watching the client may be at a terminal: no escape
 		// sequence of the command's reaches it (README, "The tools").
 		text = termsafe.Clean(text)
-		viol := attribute(text, d.Policy.Workdir())
+		kernel := attribute(text, d.Policy.Workdir())
+		var net []Violation
 		if d.NetViolations != nil {
-			viol = append(viol, d.NetViolations(started, time.Now())...)
+			net = d.NetViolations(started, time.Now())
 		}
 		// Repositories the git sweep set aside after the command (README,
 		// "Git"): the model learns why its repository is gone.
 		var gitNotes strings.Builder
+		var setAside []Violation
 		for _, q := range res.Quarantined {
 			target, _, _ := strings.Cut(q, ":")
-			viol = append(viol, Violation{Action: "git-set-aside", Target: target, Raw: clip(q, 300)})
+			setAside = append(setAside, Violation{Action: session.ActionGitSetAside, Target: target, Raw: clip(q, 300)})
 			gitNotes.WriteString("\n[git: " + q + "]")
 		}
+		viol := append(append(append([]Violation{}, kernel...), net...), setAside...)
 		if d.Audit != nil {
+			// The session's violations (README, "Violations"); the egress
+			// refusals are there already, recorded as the proxies refused
+			// them.
+			d.Audit.Violated(shellFacts.Name, append(kernel, setAside...))
 			d.Audit.Shell(a.Command, res, len(viol))
 		}
 		sr := ShellResult{ExitCode: res.ExitCode, Output: text, TimedOut: res.TimedOut, Truncated: truncated,

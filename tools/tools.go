@@ -58,6 +58,9 @@ var DefaultBounds = Bounds{
 type Recorder interface {
 	Denied(tool string, d *confine.Denial)
 	Shell(command string, res confine.Result, violations int)
+	// Violated records violations a tool found itself (README,
+	// "Violations"); egress refusals are recorded as they happen.
+	Violated(tool string, vs []Violation)
 }
 
 // Deps is what the tools stand on; one per session.
@@ -232,13 +235,31 @@ type Denial struct {
 	Rule   string `json:"rule"`
 }
 
+// changesFiles are the tools whose Facts say Changes, by name (filled at
+// init: failure cannot read constructors, which refer to it).
+var changesFiles = map[string]bool{}
+
+func init() {
+	for _, c := range constructors {
+		changesFiles[c.facts.Name] = c.facts.Changes
+	}
+}
+
 // failure turns an error into the result the model reads. A confine.Denial
 // becomes a typed, audited refusal; anything else a plain error result.
 func (d Deps) failure(tool string, err error) *mcp.CallToolResult {
 	var den *confine.Denial
 	if errors.As(err, &den) {
 		if d.Audit != nil {
-			d.Audit.Denied(tool, den)
+			rec := den
+			if den.Op == "resolve" && changesFiles[tool] {
+				// A path refused before any operation, by a tool that
+				// writes: recorded as the write it was for (README,
+				// "Violations": file-read or file-write).
+				c := *den
+				c.Op, rec = "write", &c
+			}
+			d.Audit.Denied(tool, rec)
 		}
 		return DenialResult(Denial{Denied: true, Tool: tool, Mode: string(den.Mode), Path: den.Base, Rule: den.Rule}, den.Error())
 	}

@@ -5,12 +5,14 @@
 //
 // usage: node client.mjs PLAN.json
 //   plan: {transport: "stdio"|"http", command, args, env, cwd, url,
-//          setLevel, calls: [{name, arguments, progress}], repeat, concurrency}
+//          setLevel, calls: [{name, arguments, progress}], repeat, concurrency,
+//          violations: subscribe to the violations resource first, list and
+//          read it last}
 import { readFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { LoggingMessageNotificationSchema, ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const plan = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const out = (o) => process.stdout.write(JSON.stringify(o) + "\n");
@@ -31,11 +33,15 @@ client.onerror = (e) => {
 };
 const logs = [];
 client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => { logs.push(n.params); });
+const violationsURI = "evener://session/violations";
+let updates = 0;
+client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => { if (n.params.uri === violationsURI) updates++; });
 
 await client.connect(transport);
 const listed = await client.listTools();
 out({ listed: listed.tools.map((t) => t.name), outputSchemas: listed.tools.filter((t) => t.outputSchema).length });
 if (plan.setLevel) await client.setLoggingLevel(plan.setLevel);
+if (plan.violations) await client.subscribeResource({ uri: violationsURI });
 
 const calls = [];
 for (let r = 0; r < (plan.repeat || 1); r++) for (const c of plan.calls) calls.push(c);
@@ -59,6 +65,12 @@ async function worker() {
 await Promise.all(Array.from({ length: plan.concurrency || 1 }, worker));
 // Let any straggling notification arrive before counting.
 await new Promise((r) => setTimeout(r, 300));
-out({ done: true, late, progressEvents, errors, logs });
+let resources = null, violations = null;
+if (plan.violations) {
+  resources = (await client.listResources()).resources.map((r) => r.uri + " " + r.mimeType);
+  const read = await client.readResource({ uri: violationsURI });
+  violations = JSON.parse(read.contents[0].text).violations;
+}
+out({ done: true, late, progressEvents, errors, logs, updates, resources, violations });
 await client.close();
 process.exit(0);
