@@ -434,3 +434,9 @@ func (s *Session) noTerminals() string {
 	}
 	return ""
 }
+
+// The session's recorder carries what the optional tool recorders ask.
+var (
+	_ tools.TerminalRecorder = session.Recorder{}
+	_ tools.MemoryRecorder   = session.Recorder{}
+)
