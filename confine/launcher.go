@@ -43,6 +43,9 @@ type Launcher struct {
 	exe     string // this binary: the egress relay (Linux), the connect helper (macOS)
 
 	be osBackend
+	// keep, set by KeepScratch, makes Close leave the scratch in place
+	// (a session persisted across a server restart, launcher_persist.go).
+	keep atomic.Bool
 }
 
 // backend is the per-OS half of a Launcher, implemented once per build by
@@ -183,7 +186,8 @@ func (s *Launcher) SetEgress(b EgressBridge) error {
 func (s *Launcher) StartSpawner() { s.be.startSpawner(s) }
 
 // Close kills every process still running under the session, releases
-// what its backend holds and removes its scratch directory.
+// what its backend holds and removes its scratch directory (unless
+// KeepScratch was called).
 func (s *Launcher) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -192,6 +196,9 @@ func (s *Launcher) Close() error {
 	}
 	s.mu.Unlock()
 	s.be.close(s)
+	if s.keep.Load() {
+		return nil
+	}
 	Phase("rm-scratch")
 	return removeAllForce(s.scratch)
 }

@@ -24,7 +24,7 @@ func (h *Hub) call(f tools.Facts) mcpserver.ToolHandlerFunc {
 		}
 		defer s.begin()()
 		// 2. Its roots, once, before its first call.
-		s.prepOnce.Do(func() { s.prepErr = h.applyRoots(ctx, s) })
+		s.prepOnce.Do(func() { s.prepErr = h.applyRoots(ctx, s); h.persistRoots(s) })
 		if s.prepErr != nil {
 			return mcp.NewToolResultError(s.prepErr.Error()), nil
 		}

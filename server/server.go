@@ -79,6 +79,9 @@ type Options struct {
 	openFiles func(*confine.Policy, string, confine.FileAccessOptions) (*confine.FileAccess, error)
 	// gw registers the gateway's published names (gateway.go).
 	gw *gatewayHub
+	// resumeID and resumeScratch resume a persisted session (persist.go):
+	// its sandbox session id and its kept scratch.
+	resumeID, resumeScratch string
 }
 
 func (o Options) warn(format string, args ...any) {
@@ -258,6 +261,8 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 		StateDir:        o.Config.StateDir,
 		AllowDomains:    o.Config.AllowDomains,
 		MaxProcessCalls: max,
+		ID:              o.resumeID,
+		Scratch:         o.resumeScratch,
 		OnRefusal: func(v session.Violation) {
 			s.log.Warn("egress refused", "target", v.Target, "reason", v.Raw)
 		},
