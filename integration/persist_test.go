@@ -317,3 +317,42 @@ func TestHTTPPersistIdleExpiry(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTPPersistRoots: the worktree a session's roots narrowed it to is
+// part of its record: after a restart the session is as narrow as it was
+// (the roots are not asked again), with its network (on: new proxies) as
+// it was.
+func TestHTTPPersistRoots(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		sub := filepath.Join(e.work, "sub")
+		mustMkdir(t, sub)
+		flags := []string{"--persist-sessions", "--sandbox", "workspace-write"}
+		srv := e.serve(t, flags...)
+		m := srv.mustConnect(t, clientOpts{roots: []string{sub}})
+		if r := m.call(t, "write_file", map[string]any{"path": "before.txt", "content": "x"}); r.IsError {
+			t.Fatalf("write inside the narrowed root: %s", text(r))
+		}
+		if _, err := os.Stat(filepath.Join(sub, "before.txt")); err != nil {
+			t.Fatalf("control: the roots did not narrow the worktree: %v", err)
+		}
+		srv.stop(t)
+		srv2 := e.serve(t, append(flags, "--listen", srv.addr)...)
+		if r := m.call(t, "write_file", map[string]any{"path": "after.txt", "content": "x"}); r.IsError {
+			t.Errorf("write inside the narrowed root after the restart: %s\n%s", text(r), srv2.stderr.String())
+		}
+		if _, err := os.Stat(filepath.Join(sub, "after.txt")); err != nil {
+			t.Errorf("the resumed session's worktree is not its root: %v", err)
+		}
+		if r := m.call(t, "write_file", map[string]any{"path": filepath.Join(e.work, "top.txt"), "content": "x"}); !denied(t, r, "outside-roots") {
+			t.Errorf("the resumed session wrote outside its root: %s", text(r))
+		}
+		m.call(t, "shell", map[string]any{"command": "touch ../top-shell.txt"})
+		if _, err := os.Stat(filepath.Join(e.work, "top-shell.txt")); err == nil {
+			t.Errorf("the resumed session's shell wrote outside its root")
+		}
+		if out := m.shellOut(t, "echo proxy=$HTTP_PROXY"); !strings.Contains(out, "proxy=http://") {
+			t.Errorf("the resumed session lost its network: %q", out)
+		}
+	})
+}
