@@ -240,6 +240,13 @@ func TestHTTPPersistFailClosed(t *testing.T) {
 		if _, err := os.Stat(ran); err == nil {
 			t.Errorf("a session with a malformed record ran its command")
 		}
+		// The client's DELETE of a session the server has not resumed
+		// removes its record.
+		resp := srv4.raw(t, "DELETE", "", p.hdr())
+		resp.Body.Close()
+		if _, err := os.Stat(record); resp.StatusCode != 200 || !os.IsNotExist(err) {
+			t.Errorf("DELETE of an unresumed session: %d, record %v", resp.StatusCode, err)
+		}
 	})
 }
 
