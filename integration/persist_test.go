@@ -256,7 +256,7 @@ func TestHTTPPersistFailClosed(t *testing.T) {
 func TestHTTPPersistIdleExpiry(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		e := newEnv(t, id)
-		flags := []string{"--persist-sessions", "--sandbox", "workspace-write", "--sandbox-net", "off", "--idle-timeout", "2s"}
+		flags := []string{"--persist-sessions", "--sandbox", "workspace-write", "--sandbox-net", "off", "--idle-timeout", "4s"}
 		srv := e.serve(t, flags...)
 		p := rawInit(t, srv)
 		_, out := p.shell(t, srv, `echo scratch=$TMPDIR`)
@@ -270,7 +270,7 @@ func TestHTTPPersistIdleExpiry(t *testing.T) {
 		if _, err := os.Stat(scratch); err != nil {
 			t.Fatalf("control: the scratch did not survive SIGTERM: %v", err)
 		}
-		time.Sleep(2500 * time.Millisecond)
+		time.Sleep(4500 * time.Millisecond)
 		srv2 := e.serve(t, flags...)
 		if _, err := os.Stat(record); !os.IsNotExist(err) {
 			t.Errorf("an expired record survived the start: %v", err)
