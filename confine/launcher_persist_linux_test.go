@@ -1,8 +1,10 @@
 package confine
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -85,5 +87,24 @@ func TestKeptScratch(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("Close without KeepScratch left the scratch: %v", err)
+	}
+}
+
+// TestRehost: a policy measured against a host that can no longer enforce
+// its mode is refused, not degraded; off stays off; a usable host keeps
+// the mode.
+func TestRehost(t *testing.T) {
+	f := newFileFixture(t)
+	p := f.policy(t, ModeWorkspaceWrite)
+	if _, err := p.Rehost(HostReport{OS: "linux", BwrapError: "bubblewrap (bwrap) not found on PATH"}); !errors.Is(err, ErrUnenforceable) || !strings.Contains(err.Error(), "workspace-write") {
+		t.Errorf("rehost without bubblewrap: %v", err)
+	}
+	q, err := p.Rehost(fileTestHost)
+	if err != nil || q.Mode() != ModeWorkspaceWrite {
+		t.Errorf("rehost on a usable host: %v %v", q, err)
+	}
+	off := f.policy(t, ModeOff)
+	if q, err := off.Rehost(HostReport{OS: "linux"}); err != nil || q.Mode() != ModeOff {
+		t.Errorf("rehost of off: %v %v", q, err)
 	}
 }

@@ -219,6 +219,28 @@ func TestHTTPPersistFailClosed(t *testing.T) {
 		}
 		srv2.stop(t)
 
+		// bubblewrap there when the server starts, gone when the session
+		// resumes: the host is measured again at the resume.
+		gone := filepath.Join(e.root, "gonebwrap")
+		mustMkdir(t, gone)
+		for _, b := range []string{"bash", "sh", "bwrap"} {
+			if err := os.Symlink("/usr/bin/"+b, filepath.Join(gone, b)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.extra = append(append([]string(nil), base...), "PATH="+gone)
+		srvGone := e.serve(t, flags...)
+		if err := os.Remove(filepath.Join(gone, "bwrap")); err != nil {
+			t.Fatal(err)
+		}
+		if code, out = p.shell(t, srvGone, "echo ran > "+ran); code != 503 || !strings.Contains(out, "workspace-write") || !strings.Contains(out, "bwrap") {
+			t.Errorf("the resume after bubblewrap went (%d), want 503 naming the mode and bwrap:\n%s", code, out)
+		}
+		if _, err := os.Stat(ran); err == nil {
+			t.Errorf("the refused session ran its command")
+		}
+		srvGone.stop(t)
+
 		// bubblewrap back: the same session resumes, confined.
 		e.extra = base
 		srv3 := e.serve(t, flags...)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -183,6 +184,16 @@ func (h *Hub) rebuild(ctx context.Context, id string, rec *sessionRecord) (*Sess
 	}
 	o := h.o
 	o.resumeID, o.resumeScratch = rec.SessionID, rec.Scratch
+	// The host as it is now, measured again: bubblewrap may have gone (or
+	// come) since this server started.
+	if mode != confine.ModeOff {
+		base, err := h.o.Policy.Rehost(confine.Probe(confine.ProbeFull, os.Environ()))
+		if err != nil {
+			h.o.logger().Warn("session resume refused", "mode", rec.Mode, "reason", err.Error())
+			return nil, refuse(err.Error())
+		}
+		o.Policy = base
+	}
 	s, err := NewSession(o, n)
 	if err != nil {
 		h.o.logger().Warn("session resume refused", "mode", rec.Mode, "reason", err.Error())
