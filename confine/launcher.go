@@ -43,6 +43,9 @@ type Launcher struct {
 	exe     string // this binary: the egress relay (Linux), the connect helper (macOS)
 
 	be osBackend
+	// keep, set by KeepScratch, makes Close leave the scratch in place
+	// (a session persisted across a server restart, launcher_persist.go).
+	keep atomic.Bool
 
 	lbMu     sync.Mutex // guards lbWanted, lb and lbErr: the session loopback
 	lbWanted bool       // ShareLoopback was called
@@ -199,7 +202,8 @@ func (s *Launcher) SetEgress(b EgressBridge) error {
 func (s *Launcher) StartSpawner() { s.be.startSpawner(s) }
 
 // Close kills every process still running under the session, releases
-// what its backend holds and removes its scratch directory.
+// what its backend holds and removes its scratch directory (unless
+// KeepScratch was called).
 func (s *Launcher) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -212,6 +216,9 @@ func (s *Launcher) Close() error {
 	s.lb.close()
 	s.lb, s.lbErr = nil, errors.New("session closed")
 	s.lbMu.Unlock()
+	if s.keep.Load() {
+		return nil
+	}
 	Phase("rm-scratch")
 	return removeAllForce(s.scratch)
 }

@@ -26,7 +26,7 @@ func (h *Hub) call(f tools.Facts) mcpserver.ToolHandlerFunc {
 		// A violation met during the call is told ahead of its result.
 		defer s.flushViolations(ctx)
 		// 2. Its roots, once, before its first call.
-		s.prepOnce.Do(func() { s.prepErr = h.applyRoots(ctx, s) })
+		s.prepOnce.Do(func() { s.prepErr = h.applyRoots(ctx, s); h.persistRoots(s) })
 		if s.prepErr != nil {
 			return mcp.NewToolResultError(s.prepErr.Error()), nil
 		}

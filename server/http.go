@@ -37,6 +37,9 @@ type HTTPOptions struct {
 	MaxBody int64
 	// Ready is called once the listener is bound, with its address.
 	Ready func(net.Addr)
+	// PersistSessions keeps each session's record and scratch across a
+	// restart (README, "Sessions that survive a restart"; persist.go).
+	PersistSessions bool
 }
 
 // Defaults of HTTPOptions.
@@ -87,23 +90,44 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 	if parent == "" {
 		parent = os.TempDir()
 	}
-	// A short name: Unix socket paths (the bridge sockets live here) are
-	// limited to 107 bytes.
-	if o.ScratchParent, err = os.MkdirTemp(parent, "evs-"); err != nil {
-		return fmt.Errorf("scratch parent: %w", err)
-	}
-	defer os.RemoveAll(o.ScratchParent)
-	if o.ScratchParent, err = filepath.EvalSymlinks(o.ScratchParent); err != nil {
-		return fmt.Errorf("scratch parent: %w", err)
+	var store *persistStore
+	if ho.PersistSessions {
+		// A stable parent, found again by the next server on this state
+		// directory; its scratch outlives this process.
+		if o.ScratchParent, err = scratchParentFor(parent, o.Config.StateDir); err != nil {
+			return err
+		}
+		if store, err = openPersistStore(o.Config.StateDir, o.ScratchParent); err != nil {
+			return err
+		}
+		defer store.close()
+		if n := store.sweep(ho.IdleTimeout, time.Now(), func(string) bool { return false }); n > 0 {
+			o.logger().Info("removed the records of sessions idle past --idle-timeout", "count", n)
+		}
+	} else {
+		// A short name: Unix socket paths (the bridge sockets live here)
+		// are limited to 107 bytes.
+		if o.ScratchParent, err = os.MkdirTemp(parent, "evs-"); err != nil {
+			return fmt.Errorf("scratch parent: %w", err)
+		}
+		defer os.RemoveAll(o.ScratchParent)
+		if o.ScratchParent, err = filepath.EvalSymlinks(o.ScratchParent); err != nil {
+			return fmt.Errorf("scratch parent: %w", err)
+		}
 	}
 	h, err := newHub(ctx, o, false, ho.MaxSessions)
 	if err != nil {
 		return err
 	}
+	h.persist = store
 	ids := newIDManager()
+	idOpt := mcpserver.WithSessionIdManager(ids)
+	if store != nil {
+		idOpt = mcpserver.WithSessionIdManagerResolver(idResolver{ids: ids})
+	}
 	streamable := mcpserver.NewStreamableHTTPServer(h.srv,
 		mcpserver.WithEndpointPath("/mcp"),
-		mcpserver.WithSessionIdManager(ids),
+		idOpt,
 		mcpserver.WithEventStore(newBoundedEventStore(eventsPerStream, streamsPerSession)),
 		// Only the revisions that keep sessions are advertised, so a client
 		// that can speak both settles on one with a session; one that
@@ -112,7 +136,13 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 		mcpserver.WithStreamableHTTPLogger(h.o.logger().With("component", "mcp-transport")),
 	)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", noBrowser(authorize(ho.Token, limitBody(ho.MaxBody, h.orderedStreams(streamable)))))
+	var mcpHandler http.Handler = h.orderedStreams(streamable)
+	var rs *resumer
+	if store != nil {
+		rs = &resumer{h: h, ids: ids, store: store, next: mcpHandler, ttl: ho.IdleTimeout}
+		mcpHandler = rs
+	}
+	mux.Handle("/mcp", noBrowser(authorize(ho.Token, limitBody(ho.MaxBody, mcpHandler))))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		// No sandbox fields: liveness only (README, "Many agents, one server").
 		w.Header().Set("Content-Type", "application/json")
@@ -161,6 +191,10 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 			refused = h.takeRefused()
 			// Closing runs the session's SessionEnd hooks: off this loop,
 			// so a slow one delays neither the others nor a SIGTERM.
+			if store != nil {
+				h.touchAll(sweepEvery)
+				rs.sweep(time.Now())
+			}
 			for _, id := range h.idle(ho.IdleTimeout) {
 				h.o.warn("a session idle for %s: closing it", ho.IdleTimeout)
 				go func() {

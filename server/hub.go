@@ -58,6 +58,9 @@ type Hub struct {
 	stdout *syncWriter
 	// streams counts the HTTP sessions' open GET streams (notify.go).
 	streams streams
+	// persist keeps the sessions' records (serve --persist-sessions,
+	// persist.go); nil without the flag.
+	persist *persistStore
 }
 
 // newHub builds the MCP server. With stdio set the hub has exactly one
@@ -251,6 +254,9 @@ func (h *Hub) initialize(ctx context.Context, params json.RawMessage) error {
 		return errSessionless
 	}
 	id := cs.SessionID()
+	if h.resumed(ctx, id) {
+		return nil // the replayed initialize of a resumed session (persist_http.go)
+	}
 	h.mu.Lock()
 	switch {
 	case h.closed:
@@ -281,6 +287,7 @@ func (h *Hub) initialize(ctx context.Context, params json.RawMessage) error {
 	}
 	h.sessions[id] = s
 	h.mu.Unlock()
+	h.persistNew(s, n, params)
 	return nil
 }
 
@@ -318,6 +325,7 @@ func (h *Hub) drop(id string) {
 	h.mu.Unlock()
 	if s != nil {
 		s.Close()
+		h.persist.forget(id)
 	}
 }
 
@@ -380,6 +388,7 @@ func (h *Hub) closeAll() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			h.suspend(s) // with --persist-sessions, the record and scratch stay
 			s.Close()
 		}()
 	}

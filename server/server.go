@@ -80,6 +80,9 @@ type Options struct {
 	openFiles func(*confine.Policy, string, confine.FileAccessOptions) (*confine.FileAccess, error)
 	// gw registers the gateway's published names (gateway.go).
 	gw *gatewayHub
+	// resumeID and resumeScratch resume a persisted session (persist.go):
+	// its sandbox session id and its kept scratch.
+	resumeID, resumeScratch string
 }
 
 func (o Options) warn(format string, args ...any) {
@@ -263,6 +266,8 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 		MaxProcessCalls: max,
 		Terminals: &terminal.Limits{Max: o.Config.Terminals.Max, Scrollback: o.Config.Terminals.Scrollback,
 			Idle: o.Config.Terminals.Idle},
+		ID:      o.resumeID,
+		Scratch: o.resumeScratch,
 		OnRefusal: func(v session.Violation) {
 			s.log.Warn("egress refused", "target", v.Target, "reason", v.Raw)
 		},

@@ -109,6 +109,11 @@ type Options struct {
 	// Terminals, when set, gives the session terminals under these limits
 	// and one loopback shared by its commands (README, "Terminals").
 	Terminals *terminal.Limits
+	// ID and Scratch, when set, resume a persisted session (README,
+	// "Sessions that survive a restart"): its id, and its kept scratch in
+	// ScratchParent, reopened instead of created.
+	ID      string
+	Scratch string
 }
 
 // Session is one sandbox session.
@@ -145,7 +150,15 @@ func Open(base *confine.Policy, mutates bool, req Request, o Options) (*Session,
 		return nil, err
 	}
 	s := &Session{ID: newID(), Policy: pol, Degraded: degraded, Violations: &Violations{}, o: o}
-	if s.Launcher, err = confine.NewLauncherUnder(pol, o.EnvPassthrough, o.ScratchParent); err != nil {
+	if o.ID != "" {
+		s.ID = o.ID
+	}
+	if o.Scratch != "" {
+		s.Launcher, err = confine.ReopenLauncherUnder(pol, o.EnvPassthrough, o.ScratchParent, o.Scratch)
+	} else {
+		s.Launcher, err = confine.NewLauncherUnder(pol, o.EnvPassthrough, o.ScratchParent)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if o.Spawner {
@@ -278,9 +291,17 @@ func (s *Session) NetViolations(from, to time.Time) []Violation {
 	return out
 }
 
+// KeepScratch makes Close leave the session's scratch in place: the
+// session is persisted and may be resumed by the next server.
+func (s *Session) KeepScratch() {
+	if s.Launcher != nil {
+		s.Launcher.KeepScratch()
+	}
+}
+
 // Close kills the session's processes, closes its outlet and file layer,
-// removes its scratch and closes the audit log. Safe to call more than
-// once.
+// removes its scratch (unless KeepScratch) and closes the audit log. Safe
+// to call more than once.
 func (s *Session) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil

@@ -25,6 +25,7 @@ func runServe(args []string) int {
 	tokenFile := s.FS.String("token-file", "", "file holding the bearer token clients must send (or set "+TokenEnv+"); required off loopback")
 	idle := s.FS.Duration("idle-timeout", server.DefaultIdleTimeout, "end a session after this long with no call in flight")
 	maxSess := s.FS.Int("max-sessions", server.DefaultMaxSessions, "refuse new sessions beyond this many live ones")
+	persist := s.FS.Bool("persist-sessions", false, "keep each session's record and scratch across a restart; a client presenting its Mcp-Session-Id resumes it, or is refused when this host can no longer enforce its mode")
 	lf := logFlags(s)
 	if code, ok := parse(s, args); !ok {
 		return code
@@ -60,7 +61,8 @@ func runServe(args []string) int {
 	defer stop()
 	err := server.ServeHTTP(ctx, o, server.HTTPOptions{
 		Listen: *listen, Token: token, IdleTimeout: *idle, MaxSessions: *maxSess,
-		Ready: func(a net.Addr) { o.Log.Info("serving MCP at http://"+a.String()+"/mcp", "listen", a.String()) },
+		PersistSessions: *persist,
+		Ready:           func(a net.Addr) { o.Log.Info("serving MCP at http://"+a.String()+"/mcp", "listen", a.String()) },
 	})
 	if err != nil {
 		o.Log.Error(err.Error())

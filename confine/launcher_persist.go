@@ -1,0 +1,81 @@
+package confine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"syscall"
+)
+
+// A session persisted across a server restart (README, "Sessions that
+// survive a restart") keeps its scratch: the old server's Close leaves it
+// (KeepScratch), the new server reopens a launcher over it
+// (ReopenLauncherUnder) after checking that it is still the directory this
+// server created.
+
+// scratchName is the base name NewLauncherUnder gives a scratch.
+var scratchName = regexp.MustCompile(`^evener-mcp-[0-9]{1,20}$`)
+
+// KeepScratch makes Close end the session's processes and release its
+// backend but leave the scratch directory where it is.
+func (s *Launcher) KeepScratch() { s.keep.Store(true) }
+
+// CheckScratch verifies that dir is a scratch this server could have
+// created in parent: parent's direct child with a scratch's name, a real
+// directory (not a symbolic link), owned by this process's effective user,
+// mode 0700. parent must be canonical (symbolic links resolved).
+func CheckScratch(parent, dir string) error {
+	if parent == "" || !filepath.IsAbs(parent) || !filepath.IsAbs(dir) {
+		return errors.New("scratch and its parent must be absolute")
+	}
+	if filepath.Clean(dir) != dir || filepath.Dir(dir) != parent || !scratchName.MatchString(filepath.Base(dir)) {
+		return errors.New("the scratch does not lie where this server puts scratch")
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("scratch: %w", err)
+	}
+	if !fi.IsDir() {
+		return errors.New("the scratch is not a directory (a symbolic link or another file)")
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) != os.Geteuid() {
+		return errors.New("the scratch is not owned by this server's user")
+	}
+	if fi.Mode().Perm() != 0o700 || fi.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky) != 0 {
+		return fmt.Errorf("the scratch has mode %v, not 0700", fi.Mode())
+	}
+	return nil
+}
+
+// ReopenLauncherUnder is NewLauncherUnder over an existing scratch dir in
+// parent (CheckScratch), for a session resumed after a server restart.
+func ReopenLauncherUnder(p *Policy, envPassthrough []string, parent, dir string) (*Launcher, error) {
+	var be osBackend
+	if err := be.ready(); err != nil {
+		return nil, err
+	}
+	if err := CheckScratch(parent, dir); err != nil {
+		return nil, err
+	}
+	if p.Mode() != ModeOff && underAny(dir, p.WriteRoots()) {
+		return nil, fmt.Errorf("scratch %s lies inside a write root", filepath.Base(dir))
+	}
+	if err := sealOnce(); err != nil {
+		return nil, fmt.Errorf("seal inherited descriptors: %w", err)
+	}
+	s := &Launcher{scratch: dir, running: map[*spawn]struct{}{}, envPass: envPassthrough, hideBeside: parent}
+	s.p.Store(p)
+	return s, nil
+}
+
+// RemoveScratch removes a kept scratch dir of parent, once CheckScratch
+// holds for it (an expired persisted session).
+func RemoveScratch(parent, dir string) error {
+	if err := CheckScratch(parent, dir); err != nil {
+		return err
+	}
+	return removeAllForce(dir)
+}
