@@ -156,6 +156,29 @@ func (p *Policy) ProtectedConfigured() []string {
 	return out
 }
 
+// ProtectedInWorktree returns the protected paths inside the worktree,
+// worktree-relative (as the model should see them), and how many others
+// there are.
+func (p *Policy) ProtectedInWorktree() (in []string, outside int) {
+	for _, pp := range p.protect {
+		found := false
+		for _, s := range []string{pp.real, pp.lit} {
+			if Within(s, p.workdir) {
+				rel, err := filepath.Rel(p.workdir, s)
+				if err == nil {
+					in = append(in, rel)
+					found = true
+					break
+				}
+			}
+		}
+		if !found {
+			outside++
+		}
+	}
+	return in, outside
+}
+
 // StateRW lists the runner state directories (canonical), writable in
 // every sandboxed mode.
 func (p *Policy) StateRW() []string { return slices.Clone(p.stateRW) }
