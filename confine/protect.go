@@ -107,7 +107,7 @@ func (p *Policy) resolveProtect(spec Spec) error {
 				}
 			}
 		}
-		for _, den := range append(p.Denylist(), systemSecrets...) {
+		for _, den := range append(append(p.Denylist(), systemSecrets...), PseudoDenylist...) {
 			for _, ds := range resolvedSpellings(den) {
 				for _, s := range spell {
 					if overlapping(s, ds) {
@@ -123,7 +123,7 @@ func (p *Policy) resolveProtect(spec Spec) error {
 				}
 			}
 		}
-		if err := sharedTreeGuard(cd, p.home, "", nil); err != nil {
+		if err := sharedTreeGuard(cd, p.home, "", tempRoots(p.env)); err != nil {
 			return fmt.Errorf("--state-rw %s: %w", d, err)
 		}
 		if !slices.Contains(p.stateRW, cd) {
@@ -237,6 +237,9 @@ func inspectProtect(p *Policy, l *Layout) error {
 		if k == PathAbsent || k == PathSymlink {
 			continue
 		}
+		if err := checkHardLinks(r); err != nil {
+			return err
+		}
 		if !slices.ContainsFunc(l.Protect, func(e ProtectEntry) bool { return e.Path == r }) {
 			l.Protect = append(l.Protect, ProtectEntry{Path: r, Real: true})
 		}
@@ -258,6 +261,37 @@ func inspectProtect(p *Policy, l *Layout) error {
 		}
 	}
 	return nil
+}
+
+// maxProtectWalk bounds the walk of a protected directory for hard links
+// at each spawn.
+const maxProtectWalk = 4096
+
+// checkHardLinks refuses the spawn when a regular file at or (within
+// maxProtectWalk entries) in the protected path r has another name: a read-only
+// bind covers the protected name, not another link to the same inode that
+// lies in a write root. A sandboxed process cannot make a new one (link(2)
+// across mounts fails with EXDEV); one made outside the sandbox would be a
+// way around the protection, so the spawn fails closed with the reason.
+func checkHardLinks(r string) error {
+	n := 0
+	return filepath.WalkDir(r, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || n >= maxProtectWalk {
+			return filepath.SkipDir
+		}
+		n++
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if nl := fileNlink(fi); nl > 1 {
+			return fmt.Errorf("%w: protected file %s has %d hard links; another name of it would stay writable (remove the extra links)", ErrUnsafeLayout, p, nl)
+		}
+		return nil
+	})
 }
 
 // mkdirBeneath creates the directories from root (exclusive) down to target,

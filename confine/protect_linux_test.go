@@ -82,6 +82,7 @@ var protectAttacks = []struct{ name, cmd string }{
 	{"rename grandparent through the symlink", "mv ln/b lnb2 && echo x > lnb2/prot/f"},
 	{"rename target dir of the symlinked spelling", "mv d d2 && echo x > d2/c.txt"},
 	{"remove protected dir", "rm -rf a/b/prot && test ! -e a/b/prot"},
+	{"hard link then write", "ln Makefile hl && echo x >> hl"},
 }
 
 func protectScript() string {
@@ -237,6 +238,8 @@ func TestStateRWOverlapRefused(t *testing.T) {
 		{"server state dir", serverState, "state directory"},
 		{"inside server state dir", filepath.Join(serverState, "in"), "state directory"},
 		{"holding server state dir", f.root, "--state-rw"},
+		{"a temp root", "/var/tmp", "--state-rw"},
+		{"a pseudo-filesystem", "/proc/self", "denylisted"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -253,6 +256,23 @@ func TestStateRWOverlapRefused(t *testing.T) {
 	s.StateDir = serverState
 	if _, err := Resolve(s, usableHost); err != nil {
 		t.Errorf("a state dir overlapping nothing refused: %v", err)
+	}
+	agent := filepath.Join(f.home, ".agent-host", "projects")
+	mustMkdir(t, agent)
+	s.StateRW = []string{agent}
+	if _, err := Resolve(s, usableHost); err != nil {
+		t.Errorf("an agent host's state dir in HOME refused: %v", err)
+	}
+	// Claude Code's ~/.claude holds a masked credentials file: the whole
+	// directory overlaps the denylist; a subdirectory of it does not.
+	mustMkdir(t, filepath.Join(f.home, ".claude", "projects"))
+	s.StateRW = []string{filepath.Join(f.home, ".claude")}
+	if _, err := Resolve(s, usableHost); err == nil || !strings.Contains(err.Error(), "denylisted") {
+		t.Errorf("~/.claude (holding a masked credentials file): %v, want a refusal", err)
+	}
+	s.StateRW = []string{filepath.Join(f.home, ".claude", "projects")}
+	if _, err := Resolve(s, usableHost); err != nil {
+		t.Errorf("~/.claude/projects refused: %v", err)
 	}
 }
 
@@ -338,5 +358,29 @@ func TestProtectedAbsentCreated(t *testing.T) {
 	mustSymlink(t, f.root, filepath.Join(f.work, "s2"))
 	if _, err := Inspect(p, f.scratch, f.work); !errors.Is(err, ErrUnsafeLayout) {
 		t.Errorf("Inspect with a symlink where a protected path goes: %v, want ErrUnsafeLayout", err)
+	}
+}
+
+// TestProtectedHardLinkRefused: a protected file with another name (a hard
+// link made outside the sandbox) refuses the spawn: the other name would
+// stay writable. Without the extra link the same layout is accepted.
+func TestProtectedHardLinkRefused(t *testing.T) {
+	f := newProtectFixture(t)
+	p, err := Resolve(f.protSpec(ModeWorkspaceWrite), usableHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Inspect(p, f.scratch, f.work); err != nil {
+		t.Fatalf("control: %v", err)
+	}
+	if err := os.Link(filepath.Join(f.work, "a/b/prot/f"), filepath.Join(f.work, "hl")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Inspect(p, f.scratch, f.work)
+	if !errors.Is(err, ErrUnsafeLayout) || !strings.Contains(err.Error(), "hard link") {
+		t.Errorf("Inspect with a hard link to a protected file: %v, want ErrUnsafeLayout naming the hard link", err)
+	}
+	if _, err := InspectSeatbelt(p, f.scratch, nil, nil, ""); !errors.Is(err, ErrUnsafeLayout) {
+		t.Errorf("InspectSeatbelt with a hard link to a protected file: %v, want ErrUnsafeLayout", err)
 	}
 }

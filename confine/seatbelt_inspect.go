@@ -44,6 +44,11 @@ func InspectSeatbelt(p *Policy, scratch string, toolchain []string, proxy *Seatb
 		}
 	}
 	l.Protect = sortedKeys(prot)
+	for _, pr := range l.Protect {
+		if err := checkHardLinks(pr); err != nil {
+			return l, err
+		}
+	}
 	for _, d := range p.StateRW() {
 		if k, _ := lstatKind(d); k != PathDir {
 			return l, fmt.Errorf("%w: runner state directory %s is no longer a directory", ErrUnsafeLayout, d)

@@ -65,6 +65,7 @@ var shellProtectAttacks = []struct{ name, cmd string }{
 	{"rename through the symlink", "mv ln/b lnb2 && echo x > lnb2/prot/f"},
 	{"rename the target dir of the symlink", "mv d d2 && echo x > d2/c.txt"},
 	{"remove protected dir", "rm -rf a/b/prot && test ! -e a/b/prot"},
+	{"hard link then write", "ln Makefile hl && echo x >> hl"},
 }
 
 // TestProtectedPaths (issue 17 part 1): through the MCP file tools
