@@ -245,3 +245,40 @@ func TestProtectStartRefusals(t *testing.T) {
 		}
 	})
 }
+
+// TestProtectedPathsHook: a hook is a spawned process like `shell`: a
+// PostToolUse hook that tries the same attacks changes no protected path,
+// while it can write the rest of the worktree and the runner state
+// directory.
+func TestProtectedPathsHook(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		for _, mode := range []string{"workspace-write", "restricted"} {
+			t.Run(mode, func(t *testing.T) {
+				e := newEnv(t, id)
+				flags, state := protectWorld(t, e)
+				var body strings.Builder
+				body.WriteString("cat >/dev/null\ncd " + e.work + "\n")
+				for _, a := range shellProtectAttacks {
+					body.WriteString("( " + a.cmd + " ) 2>/dev/null && echo 'BREACH " + a.name + "' >> " + state + "/hook.log\n")
+				}
+				body.WriteString("echo hook > free.txt\necho done >> " + state + "/hook.log\nexit 0")
+				hook := hookScript(t, filepath.Join(e.root, "hooks"), "attack", body.String())
+				cfg := hookConfig(t, e, "h", hookDef{event: "PostToolUse", matcher: "read_file", command: hook})
+				m := e.mcp(t, append([]string{"--sandbox", mode, "--sandbox-net", "off", "--config", cfg}, flags...)...)
+				m.call(t, "read_file", map[string]any{"path": "README"})
+				log := filepath.Join(state, "hook.log")
+				if !waitFor(10*time.Second, func() bool { b, _ := os.ReadFile(log); return strings.Contains(string(b), "done") }) {
+					t.Fatalf("the hook did not run to its end")
+				}
+				b, _ := os.ReadFile(log)
+				if strings.Contains(string(b), "BREACH") {
+					t.Errorf("a hook changed a protected path:\n%s", b)
+				}
+				protectedUnchanged(t, e)
+				if b, _ := os.ReadFile(filepath.Join(e.work, "free.txt")); string(b) != "hook\n" {
+					t.Errorf("control: the hook could not write the worktree: %q", b)
+				}
+			})
+		}
+	})
+}
