@@ -265,7 +265,7 @@ func inspectProtect(p *Policy, l *Layout) error {
 
 // maxProtectWalk bounds the walk of a protected directory for hard links
 // at each spawn.
-const maxProtectWalk = 4096
+const maxProtectWalk = 1024
 
 // checkHardLinks refuses the spawn when a regular file at or (within
 // maxProtectWalk entries) in the protected path r has another name: a read-only
