@@ -383,9 +383,9 @@ func (p *Policy) StartupLine() string {
 	if p.mode == ModeOff {
 		if p.degraded != "" {
 			return "sandbox: NOT ENFORCING (off): no usable backend on this host: " + p.degraded +
-				"; commands run with your full user access (pass --sandbox MODE to refuse instead)"
+				"; commands run with your full user access (pass --sandbox MODE to refuse instead)" + p.offProtectFact()
 		}
-		return "sandbox: off (requested): commands run with your full user access"
+		return "sandbox: off (requested): commands run with your full user access" + p.offProtectFact()
 	}
 	net := "network off"
 	if p.network == NetworkOn {
@@ -396,6 +396,15 @@ func (p *Policy) StartupLine() string {
 		mode += ", writes blocked"
 	}
 	return fmt.Sprintf("sandbox: %s enforcing %s (%s, secrets masked, cache %s)", p.backend, mode, net, p.cache) + p.protectFacts()
+}
+
+// offProtectFact says, in mode off, that configured protected paths are
+// not enforced ("" when there are none).
+func (p *Policy) offProtectFact() string {
+	if len(p.protect) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d protected path(s) NOT enforced", len(p.protect))
 }
 
 // protectFacts is the startup line's protected-path and runner-state facts,

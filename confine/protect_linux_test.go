@@ -420,3 +420,25 @@ func benchInspect(b *testing.B, protect bool) {
 		_ = Plan(p, l)
 	}
 }
+
+// TestProtectStartupLine: the startup line names protected paths and
+// runner state when enforced, and says protected paths are not enforced in
+// mode off.
+func TestProtectStartupLine(t *testing.T) {
+	f := newProtectFixture(t)
+	p, err := Resolve(f.protSpec(ModeWorkspaceWrite), usableHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := p.StartupLine(); !strings.HasPrefix(l, "sandbox: bwrap enforcing workspace-write (") ||
+		!strings.HasSuffix(l, "; protected: 3 path(s), read-only in every mode; runner state: 1 dir(s), writable in every mode") {
+		t.Errorf("startup line %q", l)
+	}
+	p, err = Resolve(f.protSpec(ModeOff), usableHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := p.StartupLine(); !strings.Contains(l, "3 protected path(s) NOT enforced") {
+		t.Errorf("mode off startup line %q", l)
+	}
+}
