@@ -5,6 +5,7 @@ package confine
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -440,5 +441,48 @@ func TestProtectStartupLine(t *testing.T) {
 	}
 	if l := p.StartupLine(); !strings.Contains(l, "3 protected path(s) NOT enforced") {
 		t.Errorf("mode off startup line %q", l)
+	}
+}
+
+// TestProtectedShellInRepository: the same in a git worktree, with a
+// protected path inside the git dir too (.git/info/exclude): the git pins
+// and the protected pins compose, and git still commits.
+func TestProtectedShellInRepository(t *testing.T) {
+	h := Probe(ProbeFull, os.Environ())
+	if h.Unusable() != "" {
+		t.Skipf("no sandbox here: %s", h.Unusable())
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	for _, mode := range []Mode{ModeWorkspaceWrite, ModeRestricted} {
+		t.Run(string(mode), func(t *testing.T) {
+			f := newProtectFixture(t)
+			if out, err := exec.Command("git", "init", "-q", f.work).CombinedOutput(); err != nil {
+				t.Fatalf("git init: %v %s", err, out)
+			}
+			mustWrite(t, filepath.Join(f.work, ".git/info/exclude"), "orig")
+			s := f.protSpec(mode)
+			s.Protected = append(s.Protected, filepath.Join(f.work, ".git/info/exclude"))
+			p, err := Resolve(s, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			script := "cd " + f.work + "\n" + protectScript() +
+				"( echo x > .git/info/exclude ) 2>/dev/null && echo 'BREACH exclude'\n" +
+				"( mv .git/info .git/info2 ) 2>/dev/null && echo 'BREACH info renamed'\n" +
+				"git -c user.email=a@b -c user.name=n add free.txt && git -c user.email=a@b -c user.name=n commit -qm m && echo COMMIT-OK\n"
+			out, _ := runInSandbox(t, p, script)
+			if strings.Contains(out, "BREACH") {
+				t.Errorf("protected path changed:\n%s", out)
+			}
+			f.checkUnchanged(t)
+			if b, _ := os.ReadFile(filepath.Join(f.work, ".git/info/exclude")); string(b) != "orig" {
+				t.Errorf(".git/info/exclude changed: %q", b)
+			}
+			if !strings.Contains(out, "COMMIT-OK") {
+				t.Errorf("git cannot commit with protected paths:\n%s", out)
+			}
+		})
 	}
 }
