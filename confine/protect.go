@@ -197,27 +197,37 @@ func (p *Policy) protectSpellings() []string {
 }
 
 // inspectProtect fills l.Protect: every spelling of every protected path
-// that exists, the resolved ones marked Real after checking that no
-// component of theirs is a symlink (Plan makes their ancestors mount points
-// with writable binds, which must never follow a link). A resolved spelling
-// that does not exist and lies inside a write root is created as an empty
-// directory first (bubblewrap needs something to bind over), one component
-// at a time, never through a symlink; the spawn is refused if that cannot be
-// done safely.
+// that exists. The spelling resolved at start is marked Real after checking
+// that no component of it is a symlink: Plan makes its ancestors mount
+// points with writable binds, which must never follow a link, and every
+// sandbox since the first spawn has had those ancestors pinned, so no
+// running command can have swapped one for a link. The literal spelling
+// resolved again now (a symlink on the way may point elsewhere since) is
+// bound read-only only: a running command may have chosen where it leads,
+// and a read-only bind redirected by a link it plants only makes something
+// else read-only. A start spelling that does not exist and lies inside a
+// write root is created as an empty directory first (bubblewrap needs
+// something to bind over), one component at a time, never through a
+// symlink; the spawn is refused if that cannot be done safely.
 func inspectProtect(p *Policy, l *Layout) error {
 	if p.Mode() == ModeOff || len(p.protect) == 0 {
 		return nil
 	}
 	roots := append(p.WriteRoots(), p.StateRW()...)
-	var reals []string
+	type spelling struct {
+		path  string
+		start bool
+	}
+	var reals []spelling
 	for _, pp := range p.protect {
-		reals = append(reals, pp.real)
+		reals = append(reals, spelling{pp.real, true})
 		if r := resolveBeyond(pp.lit); r != pp.real {
-			reals = append(reals, r)
+			reals = append(reals, spelling{r, false})
 		}
 	}
-	for _, r := range reals {
-		if k, _ := lstatKind(r); k == PathAbsent && p.writes() {
+	for _, sp := range reals {
+		r := sp.path
+		if k, _ := lstatKind(r); k == PathAbsent && p.writes() && sp.start {
 			var root string
 			for _, w := range roots {
 				if Within(r, w) && len(w) > len(root) {
@@ -240,9 +250,11 @@ func inspectProtect(p *Policy, l *Layout) error {
 		if err := checkHardLinks(r); err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(l.Protect, func(e ProtectEntry) bool { return e.Path == r }) {
-			l.Protect = append(l.Protect, ProtectEntry{Path: r, Real: true})
+		if i := slices.IndexFunc(l.Protect, func(e ProtectEntry) bool { return e.Path == r }); i >= 0 {
+			l.Protect[i].Real = l.Protect[i].Real || sp.start
+			continue
 		}
+		l.Protect = append(l.Protect, ProtectEntry{Path: r, Real: sp.start})
 	}
 	for _, pp := range p.protect {
 		if slices.ContainsFunc(l.Protect, func(e ProtectEntry) bool { return e.Path == pp.lit }) {

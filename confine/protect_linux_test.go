@@ -486,3 +486,36 @@ func TestProtectedShellInRepository(t *testing.T) {
 		})
 	}
 }
+
+// TestProtectedRepointedSymlink: a protected path named through a symlink
+// that a command re-points keeps the file it named at start protected, and
+// the new target is bound read-only without its ancestors being pinned
+// (writable binds only ever follow the start spelling, which every sandbox
+// has pinned since the first spawn).
+func TestProtectedRepointedSymlink(t *testing.T) {
+	f := newProtectFixture(t)
+	p, err := Resolve(f.protSpec(ModeWorkspaceWrite), usableHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(f.work, "e/sub/c.txt"), "other")
+	if err := os.Remove(filepath.Join(f.work, "ln2")); err != nil {
+		t.Fatal(err)
+	}
+	mustSymlink(t, "e/sub", filepath.Join(f.work, "ln2"))
+	l, err := Inspect(p, f.scratch, f.work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := Plan(p, l)
+	for _, path := range []string{"d/c.txt", "e/sub/c.txt"} {
+		if planWrites(mp, filepath.Join(f.work, path)) {
+			t.Errorf("%s writable after the symlink was re-pointed:\n%s", path, mp)
+		}
+	}
+	for _, m := range mp {
+		if m.Kind == MountBind && (m.Dst == filepath.Join(f.work, "e") || m.Dst == filepath.Join(f.work, "e/sub")) {
+			t.Errorf("a writable pin on the re-pointed spelling's ancestor %s", m.Dst)
+		}
+	}
+}
