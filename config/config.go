@@ -65,6 +65,12 @@ type Flags struct {
 	DisableMemory bool
 	// MCPConfigs are --mcp-config files (repeatable): {"mcpServers": {...}}.
 	MCPConfigs []string
+	// Protect are --protect paths (repeatable): never writable in a
+	// sandboxed mode.
+	Protect []string
+	// StateRW are --state-rw directories (repeatable): an agent host's own
+	// state, writable in every sandboxed mode.
+	StateRW []string
 }
 
 // Config is the fully resolved configuration: the confine.Spec plus
@@ -244,6 +250,9 @@ func (m *merger) flags(f Flags) error {
 			return fmt.Errorf("--add-dir: %w", err)
 		}
 		c.Spec.AddDirs = appendNew(c.Spec.AddDirs, p)
+	}
+	if err := m.protectFlags(f); err != nil {
+		return err
 	}
 	if f.Tools != "" {
 		tools, err := parseTools(strings.Split(f.Tools, ","))

@@ -81,6 +81,8 @@ func runCases(t *testing.T, cases []loadCase) {
 			}
 			f.StateDir = e.expand(f.StateDir)
 			f.AddDirs = expandAll(e, f.AddDirs)
+			f.Protect = expandAll(e, f.Protect)
+			f.StateRW = expandAll(e, f.StateRW)
 			var cfgs []string
 			for i, content := range tc.configs {
 				cfgs = append(cfgs, e.write(t, filepath.Join(e.root, "cfg"+string(rune('0'+i)), "config.toml"), content))

@@ -25,6 +25,8 @@ type layer struct {
 	AddDirs        []string              `toml:"add_dirs"`
 	Tools          []string              `toml:"tools"`
 	DenyPaths      []string              `toml:"deny_paths"`
+	Protected      []string              `toml:"protected_paths"`
+	StateRW        []string              `toml:"runner_state_dirs"`
 	ShellTimeoutMs *int64                `toml:"shell_timeout_ms"`
 	Memory         *bool                 `toml:"memory"`
 	MaxCalls       *int64                `toml:"max_concurrent_calls"`
@@ -139,6 +141,9 @@ func (m *merger) trusted(l *layer, path, base string) error {
 		c.Spec.AddDirs = appendNew(c.Spec.AddDirs, p)
 	}
 	if err := m.denyPaths(l, base); err != nil {
+		return err
+	}
+	if err := m.protectPaths(l, base, true); err != nil {
 		return err
 	}
 	if l.defined("tools") {

@@ -46,7 +46,7 @@ func (m *merger) projectFile() error {
 // server refuses to start instead of running looser than the project asked.
 func (m *merger) project(l *layer, path string) error {
 	c := m.c
-	for _, key := range []string{"allow_domains", "add_dirs", "env_passthrough", "backend"} {
+	for _, key := range []string{"allow_domains", "add_dirs", "env_passthrough", "backend", "runner_state_dirs"} {
 		if l.defined(key) {
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: ignoring %s: the project file may only narrow", ProjectFile, key))
 		}
@@ -103,6 +103,11 @@ func (m *merger) project(l *layer, path string) error {
 		c.Tools = tools
 	}
 	if err := m.denyPaths(l, ""); err != nil {
+		return err
+	}
+	// Relative protected paths are relative to the worktree; the project
+	// may add protected paths, never remove one.
+	if err := m.protectPaths(l, c.Spec.Workdir, false); err != nil {
 		return err
 	}
 	if l.ShellTimeoutMs != nil {

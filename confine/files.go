@@ -22,6 +22,7 @@ const (
 	RuleNotRegular  = "not-regular"    // FIFO, socket, device (would hang or leak)
 	RuleInvalidPath = "invalid-path"   // NUL byte, leading ~, empty, not valid UTF-8
 	RuleTooLarge    = "too-large"
+	RuleProtected   = "protected" // a protected path, anything in it or an ancestor of it (--protect)
 )
 
 // ErrNoFileLayer is returned by NewFileAccess where this build has no

@@ -34,6 +34,10 @@ type denyState struct {
 	// and those holding a root of this access is refused.
 	tempRoots []string
 	keep      []string // real paths of the held roots (workdir, add-dirs)
+	// protect are every spelling of every protected path (protect.go): a
+	// write, delete or rename of one, of anything in one or of an
+	// ancestor of one is refused.
+	protect []string
 }
 
 // maxDenyInodes bounds the walk of the masked directories that records
@@ -47,6 +51,7 @@ func (fa *FileAccess) computeDeny() *denyState {
 		st.own = fa.scr.real
 	}
 	if fa.mode != ModeOff {
+		st.protect = fa.pol.protectSpellings()
 		st.tempRoots = scratchTempRoots(fa.pol)
 		st.keep = append(st.keep, fa.wd.real)
 		for _, r := range fa.adds {
@@ -184,6 +189,18 @@ func (st *denyState) otherScratch(p string) bool {
 			return false
 		}
 		return true
+	}
+	return false
+}
+
+// protectedPath reports whether a write, delete or rename of p would change
+// a protected path: p is one, lies in one, or is an ancestor of one.
+func (st *denyState) protectedPath(p string) bool {
+	p = filepath.Clean(p)
+	for _, s := range st.protect {
+		if withinClean(p, s) || withinClean(s, p) {
+			return true
+		}
 	}
 	return false
 }

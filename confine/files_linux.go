@@ -47,6 +47,7 @@ type FileAccess struct {
 	adds    []heldRoot
 	scr     *heldRoot
 	grants  []heldRoot // directories a human approved for this access (Grant)
+	state   []heldRoot // runner state directories (Policy.StateRW), writable in every sandboxed mode
 	deny    []string   // credential entries: p.Denylist() + systemSecrets
 
 	writesBlocked bool // Policy.WritesBlocked: restricted reads, no writes but the scratch
@@ -114,6 +115,15 @@ func NewFileAccessWith(p *Policy, scratch string, o FileAccessOptions) (fa *File
 		}
 		fa.adds = append(fa.adds, r)
 	}
+	if fa.mode != ModeOff {
+		for _, d := range p.StateRW() {
+			r, err := openRoot(d, strict)
+			if err != nil {
+				return nil, err
+			}
+			fa.state = append(fa.state, r)
+		}
+	}
 	if scratch != "" {
 		if !filepath.IsAbs(scratch) {
 			return nil, fmt.Errorf("file access: scratch %q is not absolute", scratch)
@@ -159,6 +169,9 @@ func (fa *FileAccess) allRoots() []*heldRoot {
 	}
 	for i := range fa.grants {
 		out = append(out, &fa.grants[i])
+	}
+	for i := range fa.state {
+		out = append(out, &fa.state[i])
 	}
 	return out
 }

@@ -48,6 +48,9 @@ func (fa *FileAccess) readTarget(op, path string) (readTarget, error) {
 	for i := range fa.grants {
 		roots = append(roots, &fa.grants[i])
 	}
+	for i := range fa.state {
+		roots = append(roots, &fa.state[i])
+	}
 	r := pickRoot(abs, roots)
 	if r == nil {
 		return t, fa.denial(op, display, RuleOutside)

@@ -59,8 +59,17 @@ func (fa *FileAccess) writeTarget(op, path string) (writeTarget, error) {
 		roots = append(roots, fa.scr)
 	}
 	if fa.mode != ModeOff {
+		// Runner state: writable in every sandboxed mode (protect.go).
+		for i := range fa.state {
+			roots = append(roots, &fa.state[i])
+		}
+	}
+	if fa.mode != ModeOff {
 		if fa.denyNow().deniedPath(abs) {
 			return t, fa.denial(op, display, RuleDenylist)
+		}
+		if fa.denyNow().protectedPath(abs) {
+			return t, fa.denial(op, display, RuleProtected)
 		}
 		if Within(abs, fa.workdir) && hasGitComponent(relToRoot(fa.workdir, abs)) {
 			return t, fa.denial(op, display, RuleGitMetadata)
@@ -159,6 +168,9 @@ func (fa *FileAccess) openParent(op string, t writeTarget, pm parentMode) (pfd i
 		target := filepath.Join(real, missing, t.base)
 		if fa.denyNow().deniedPath(target) {
 			return -1, "", "", nil, fa.denial(op, t.display, RuleDenylist)
+		}
+		if fa.denyNow().protectedPath(target) {
+			return -1, "", "", nil, fa.denial(op, t.display, RuleProtected)
 		}
 		if Within(target, fa.workdir) && hasGitComponent(relToRoot(fa.workdir, target)) {
 			return -1, "", "", nil, fa.denial(op, t.display, RuleGitMetadata)

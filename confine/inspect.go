@@ -69,6 +69,7 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 	visible := func(path string) bool { return true }
 	if p.Mode() == ModeRestricted {
 		roots := append(p.WriteRoots(), scratch)
+		roots = append(roots, p.StateRW()...)
 		for _, r := range systemReadRoots {
 			if k, _ := lstatKind(r); k == PathDir {
 				roots = append(roots, r)
@@ -156,6 +157,9 @@ func Inspect(p *Policy, scratch, workdir string) (Layout, error) {
 		if err := inspectGit(p, &l, workdir); err != nil {
 			return l, err
 		}
+	}
+	if err := inspectProtect(p, &l); err != nil {
+		return l, err
 	}
 	return l, nil
 }

@@ -168,6 +168,9 @@ type Layout struct {
 	CacheRoots []string
 	// Workdir is the command's working directory.
 	Workdir string
+	// Protect are the protected paths' spellings found at spawn
+	// (protect.go).
+	Protect []ProtectEntry
 	// Egress, when set, is the bridge to the session's proxies: this
 	// binary (the relay) and the two Unix sockets, bound into the private
 	// /tmp.
@@ -268,6 +271,9 @@ func Plan(p *Policy, l Layout) MountPlan {
 		}
 		add(Mount{Kind: MountBind, Src: l.Scratch, Dst: l.Scratch, Why: "session scratch (TMPDIR)"})
 	}
+	for _, d := range p.StateRW() {
+		add(Mount{Kind: MountBind, Src: d, Dst: d, Why: "runner state directory: writable in every mode"})
+	}
 	for _, c := range l.CacheRoots {
 		add(Mount{Kind: MountOverlay, Src: c, Dst: c, Why: "cache: shared-read/private-write"})
 	}
@@ -293,6 +299,9 @@ func Plan(p *Policy, l Layout) MountPlan {
 			add(Mount{Kind: MountMaskDir, Dst: l.PinAbsentGit, Why: "no repository may be planted here"})
 		}
 	}
+
+	// Protected paths after every writable bind (protect.go).
+	mp = planProtect(mp, l)
 
 	// Masks last, so no bind above re-exposes a secret.
 	for _, e := range l.Deny {

@@ -148,6 +148,7 @@ func hostSocketHidden(p string, l Layout, pol *Policy) bool {
 func notHostView(p string, l Layout, pol *Policy) bool {
 	back := append(append(pol.WriteRoots(), pol.Workdir(), l.Scratch), pol.AddDirs()...)
 	back = append(back, l.HookDirs...)
+	back = append(back, pol.StateRW()...)
 	if pol.Mode() == ModeRestricted {
 		// An empty root: only what is bound into it is there.
 		seen := slices.Clone(back)

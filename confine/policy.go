@@ -142,6 +142,12 @@ type Spec struct {
 	// programs of the MCP servers they configure (README, "MCP servers
 	// behind evener-mcp"), judged as a hook's directory is.
 	GrantDirs []string
+	// Protected are paths never writable in a sandboxed mode (README,
+	// "Protected paths and runner state"); absolute.
+	Protected []string
+	// StateRW are runner state directories, writable in every sandboxed
+	// mode; absolute.
+	StateRW []string
 }
 
 // Policy is the resolved, immutable confinement policy of one server. It is
@@ -168,6 +174,8 @@ type Policy struct {
 	gitConf       []string
 	hookGrants    []HookGrant // hook commands and their read/exec grants
 	host          HostReport
+	protect       []protectedPath // never writable (protect.go)
+	stateRW       []string        // runner state: writable in every mode (protect.go)
 }
 
 // ErrUnenforceable is wrapped by Resolve when an explicitly requested mode
@@ -254,6 +262,9 @@ func Resolve(spec Spec, host HostReport) (*Policy, error) {
 		if err := p.checkWorkdir(); err != nil {
 			return nil, err
 		}
+	}
+	if err := p.resolveProtect(spec); err != nil {
+		return nil, err
 	}
 	p.scratchR = spec.ScratchRoot
 	p.gitConf = globalGitConfigFiles(p.home, p.xdgConf)
@@ -372,9 +383,9 @@ func (p *Policy) StartupLine() string {
 	if p.mode == ModeOff {
 		if p.degraded != "" {
 			return "sandbox: NOT ENFORCING (off): no usable backend on this host: " + p.degraded +
-				"; commands run with your full user access (pass --sandbox MODE to refuse instead)"
+				"; commands run with your full user access (pass --sandbox MODE to refuse instead)" + p.offProtectFact()
 		}
-		return "sandbox: off (requested): commands run with your full user access"
+		return "sandbox: off (requested): commands run with your full user access" + p.offProtectFact()
 	}
 	net := "network off"
 	if p.network == NetworkOn {
@@ -384,7 +395,29 @@ func (p *Policy) StartupLine() string {
 	if p.writesBlocked {
 		mode += ", writes blocked"
 	}
-	return fmt.Sprintf("sandbox: %s enforcing %s (%s, secrets masked, cache %s)", p.backend, mode, net, p.cache)
+	return fmt.Sprintf("sandbox: %s enforcing %s (%s, secrets masked, cache %s)", p.backend, mode, net, p.cache) + p.protectFacts()
+}
+
+// offProtectFact says, in mode off, that configured protected paths are
+// not enforced ("" when there are none).
+func (p *Policy) offProtectFact() string {
+	if len(p.protect) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d protected path(s) NOT enforced", len(p.protect))
+}
+
+// protectFacts is the startup line's protected-path and runner-state facts,
+// "" when there are none.
+func (p *Policy) protectFacts() string {
+	s := ""
+	if n := len(p.protect); n > 0 {
+		s += fmt.Sprintf("; protected: %d path(s), read-only in every mode", n)
+	}
+	if n := len(p.stateRW); n > 0 {
+		s += fmt.Sprintf("; runner state: %d dir(s), writable in every mode", n)
+	}
+	return s
 }
 
 // WriteRoots are the persistent writable roots of spawned processes (scratch

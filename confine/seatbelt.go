@@ -28,13 +28,14 @@ import (
 //  2. reads (restricted only): deny all, then the system read roots, the
 //     developer toolchain, the global git config files, the hook
 //     directories, the worktree and the scratch;
-//  3. writes: deny all, then the write roots, the scratch and the git
-//     metadata outside them (by name where it is shared); no hard link or
-//     clone anywhere;
+//  3. writes: deny all, then the write roots, the scratch, the runner state
+//     directories and the git metadata outside them (by name where it is
+//     shared); no hard link or clone anywhere;
 //  4. other sessions' scratch hidden, the session's own shown again;
 //  5. git config and hook surfaces, gitlinks and the named files
 //     (seatbeltWriteDenyNames) denied even inside a write root;
-//  6. the denylist, read and write, last of the path rules;
+//  6. the protected paths (write), then the denylist (read and write), last
+//     of the path rules;
 //  7. renames: file-write-unlink denied on every protected path and its
 //     ancestors, so moving a directory cannot carry a surface out from
 //     under its rule;
@@ -158,6 +159,12 @@ type SeatbeltLayout struct {
 	// Exe is the program GIT_SSH_COMMAND runs (the egress connect helper);
 	// restricted reads it, file-exact.
 	Exe string
+	// Protect are the protected paths, each under every spelling found
+	// (protect.go): never written, never renamed, nor any ancestor.
+	Protect []string
+	// StateRW are the runner state directories: written in every mode
+	// (and read in restricted).
+	StateRW []string
 }
 
 // SeatbeltProxy are the loopback ports the sandbox may connect to.
@@ -204,6 +211,7 @@ func SeatbeltProfile(p *Policy, l SeatbeltLayout) (string, error) {
 		if l.Scratch != "" {
 			grants = append(grants, l.Scratch)
 		}
+		grants = append(grants, l.StateRW...)
 		files := slices.Clone(l.GitConfig)
 		if l.Exe != "" {
 			files = append(files, l.Exe)
@@ -229,6 +237,10 @@ func SeatbeltProfile(p *Policy, l SeatbeltLayout) (string, error) {
 		wroots = append(wroots, l.Scratch)
 	}
 	b.rule("allow", "file-write*", b.filters("subpath", spellAll(wroots))...)
+	if len(l.StateRW) > 0 {
+		b.comment("runner state directories: written in every mode")
+		b.rule("allow", "file-write*", b.filters("subpath", spellAll(l.StateRW))...)
+	}
 	b.rule("allow", "file-write*", append(b.filters("literal", seatbeltDevWrite), b.filters("subpath", []string{"/dev/fd"})...)...)
 	b.rule("allow", "file-write*", `(regex "^/dev/ttys[0-9]+$")`)
 	// A hard link carries writes past a path rule to the inode it shares (a
@@ -317,6 +329,13 @@ func SeatbeltProfile(p *Policy, l SeatbeltLayout) (string, error) {
 	b.section("written by name nowhere: shell startup files, the global git config")
 	b.rule("deny", "file-write*", b.filters("literal", denySpellAll(named))...)
 	pinned = append(pinned, named...)
+
+	if len(l.Protect) > 0 {
+		b.section("protected paths: never written, under every spelling")
+		b.rule("deny", "file-write*", b.filters("literal", denySpellAll(l.Protect))...)
+		b.rule("deny", "file-write*", b.filters("subpath", denySpellAll(l.Protect))...)
+		pinned = append(pinned, l.Protect...)
+	}
 
 	b.section("denylist: credentials and system secrets, neither read nor written")
 	b.rule("deny", "file-read* file-write*", b.filters("subpath", denySpellAll(l.Deny))...)

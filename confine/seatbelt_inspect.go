@@ -36,6 +36,25 @@ func InspectSeatbelt(p *Policy, scratch string, toolchain []string, proxy *Seatb
 		}
 	}
 	l.Deny = sortedKeys(deny)
+	// Protected paths under every spelling, present or not (protect.go).
+	prot := map[string]bool{}
+	for _, d := range p.protectSpellings() {
+		for _, s := range resolvedSpellings(d) {
+			prot[s] = true
+		}
+	}
+	l.Protect = sortedKeys(prot)
+	for _, pr := range l.Protect {
+		if err := checkHardLinks(pr); err != nil {
+			return l, err
+		}
+	}
+	for _, d := range p.StateRW() {
+		if k, _ := lstatKind(d); k != PathDir {
+			return l, fmt.Errorf("%w: runner state directory %s is no longer a directory", ErrUnsafeLayout, d)
+		}
+		l.StateRW = append(l.StateRW, d)
+	}
 	l.HookDirs = inspectHookDirs(p, scratch)
 	if p.Mode() == ModeRestricted {
 		l.Toolchain = slices.Clone(toolchain)

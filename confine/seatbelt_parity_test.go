@@ -107,6 +107,10 @@ func newFixtureUnder(t *testing.T, parent string) fixture {
 type parityFixture struct {
 	fixture
 	addDir, hooks, scratchParent, scratch, other string
+	// protected are protected paths (one named through a symlink), state
+	// a runner state directory outside the worktree.
+	protected []string
+	state     string
 }
 
 func newParityFixture(t *testing.T) parityFixture {
@@ -118,6 +122,7 @@ func newParityFixture(t *testing.T) parityFixture {
 		"work/.git/modules/lib/hooks", "work/.git/modules/lib/objects",
 		"home/.ssh", "home/dotfiles/aws", "home/.config/gh", "home/.config/git", "home/.config/app",
 		"sibling", "hooks", "scratch/evener-mcp-1", "scratch/evener-mcp-2",
+		"work/keep/prot", "work/d", "agent-state",
 	} {
 		mustMkdir(t, filepath.Join(f.root, d))
 	}
@@ -126,6 +131,7 @@ func newParityFixture(t *testing.T) parityFixture {
 		"home/.ssh/id_rsa", "home/dotfiles/aws/credentials", "home/.gitconfig", "home/.config/git/config",
 		"home/.config/git/ignore", "home/.config/gh/hosts.yml", "home/.config/app/settings", "home/notes.txt",
 		"home/.bashrc", "sibling/x", "scratch/evener-mcp-2/x",
+		"work/keep/prot/f", "work/keep/other", "work/Makefile", "work/d/c.txt",
 	} {
 		mustWrite(t, filepath.Join(f.root, p), "x\n")
 	}
@@ -140,6 +146,9 @@ func newParityFixture(t *testing.T) parityFixture {
 	pf.scratchParent = filepath.Join(f.root, "scratch")
 	pf.scratch = filepath.Join(pf.scratchParent, "evener-mcp-1")
 	pf.other = filepath.Join(pf.scratchParent, "evener-mcp-2")
+	mustSymlink(t, "d", filepath.Join(f.work, "ln2"))
+	pf.protected = []string{filepath.Join(f.work, "keep", "prot"), filepath.Join(f.work, "Makefile"), filepath.Join(f.work, "ln2", "c.txt")}
+	pf.state = filepath.Join(f.root, "agent-state")
 	return pf
 }
 
@@ -148,6 +157,8 @@ func (pf parityFixture) policy(t *testing.T, mode Mode) *Policy {
 	s := pf.spec(mode, NetworkOn)
 	s.AddDirs = []string{pf.addDir}
 	s.HookPaths = []string{filepath.Join(pf.hooks, "check")}
+	s.Protected = pf.protected
+	s.StateRW = []string{pf.state}
 	p, err := Resolve(s, usableHost)
 	if err != nil {
 		t.Fatal(err)
@@ -255,6 +266,12 @@ func parityRows(pf parityFixture) []parityRow {
 			diff: map[Mode]difference{ModeWorkspaceWrite: {rw, ro, whyNamed}}},
 		{name: "a sibling of the global git config", path: filepath.Join(pf.addDir, "git", "ignore"), want: byMode(ro, rw, none)},
 		{name: "hook directory", path: filepath.Join(pf.hooks, "check"), want: all(ro)},
+		{name: "protected dir's file", path: filepath.Join(f.work, "keep", "prot", "f"), want: all(ro)},
+		{name: "new file in the protected dir", path: filepath.Join(f.work, "keep", "prot", "new"), want: all(ro)},
+		{name: "protected file", path: filepath.Join(f.work, "Makefile"), want: all(ro)},
+		{name: "protected through a symlink", path: filepath.Join(f.work, "d", "c.txt"), want: all(ro)},
+		{name: "beside the protected dir", path: filepath.Join(f.work, "keep", "other"), want: byMode(ro, rw, rw)},
+		{name: "runner state directory", path: filepath.Join(pf.state, "x"), want: all(rw)},
 	}
 	// Masked where this user could read it (a root server); for anyone
 	// else file permissions already refuse it and no mask is planned, which

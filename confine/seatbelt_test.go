@@ -48,6 +48,7 @@ func sbCases(t *testing.T) []sbCase {
 		mode    Mode
 		network Network
 		addDir  bool
+		protect bool // protected paths and a runner state directory
 		layout  func(f fixture, scratch string) SeatbeltLayout
 	}
 	proxy := &SeatbeltProxy{HTTPPort: 49152, SOCKSPort: 49153}
@@ -73,7 +74,23 @@ func sbCases(t *testing.T) []sbCase {
 		l.Exe = "/opt/evener/bin/evener-mcp"
 		return l
 	}
+	withProtect := func(lay func(f fixture, scratch string) SeatbeltLayout) func(f fixture, scratch string) SeatbeltLayout {
+		return func(f fixture, s string) SeatbeltLayout {
+			l := lay(f, s)
+			l.Protect = []string{filepath.Join(f.work, "Makefile"), filepath.Join(f.work, "a", "b", "prot"),
+				filepath.Join(f.work, "d", "c.txt"), filepath.Join(f.work, "ln2", "c.txt")}
+			l.StateRW = []string{filepath.Join(f.root, "agent-state")}
+			return l
+		}
+	}
 	defs := []def{
+		{name: "read-only-protect", mode: ModeReadOnly, network: NetworkOff, protect: true, layout: withProtect(func(f fixture, s string) SeatbeltLayout {
+			l := base(f, s)
+			l.Proxy = nil
+			return l
+		})},
+		{name: "workspace-write-protect", mode: ModeWorkspaceWrite, network: NetworkOn, protect: true, layout: withProtect(mainRepo)},
+		{name: "restricted-protect", mode: ModeRestricted, network: NetworkOn, protect: true, layout: withProtect(restricted)},
 		{name: "read-only", mode: ModeReadOnly, network: NetworkOn, addDir: true, layout: base},
 		{name: "read-only-net-off", mode: ModeReadOnly, network: NetworkOff, layout: func(f fixture, s string) SeatbeltLayout {
 			l := base(f, s)
@@ -133,6 +150,12 @@ func sbCases(t *testing.T) []sbCase {
 			add := filepath.Join(f.home, "shared-cache")
 			mustMkdir(t, add)
 			s.AddDirs = []string{add}
+		}
+		if d.protect {
+			state := filepath.Join(f.root, "agent-state")
+			mustMkdir(t, state)
+			s.StateRW = []string{state}
+			s.Protected = []string{filepath.Join(f.work, "Makefile"), filepath.Join(f.work, "a", "b", "prot"), filepath.Join(f.work, "ln2", "c.txt")}
 		}
 		p, err := Resolve(s, seatbeltHost)
 		if err != nil {

@@ -66,6 +66,12 @@ func Preamble(ctx context.Context, sess *confine.Launcher, allowDomains []string
 		fmt.Fprintf(&b, "- writable: %s.\n", writableSummary(p))
 		fmt.Fprintf(&b, "- masked paths: %d (credentials, shell histories, pseudo-filesystems); reads of them are refused.\n", len(p.Denylist())+len(confine.PseudoDenylist))
 		fmt.Fprintf(&b, "- git: commits work; .git/config, hooks, commondir and gitdir are read-only.\n")
+		if line := protectedSummary(p); line != "" {
+			fmt.Fprintf(&b, "- %s\n", line)
+		}
+		if n := len(p.StateRW()); n > 0 {
+			fmt.Fprintf(&b, "- runner state: %d director%s outside your roots, writable in every mode (an agent host's own state).\n", n, plural(n, "y", "ies"))
+		}
 	}
 	fmt.Fprintf(&b, "- scratch directory: %s (also $TMPDIR and $EVENER_SCRATCH_DIR); it is removed when the session ends.\n", sess.Scratch())
 	fmt.Fprintf(&b, "- caches: %s", p.Cache())
@@ -97,6 +103,33 @@ func writableSummary(p *confine.Policy) string {
 		return "the worktree, the scratch directory and private caches"
 	}
 	return fmt.Sprintf("the worktree, %d extra root(s), the scratch directory and private caches", n)
+}
+
+// protectedSummary names the protected paths inside the worktree
+// (worktree-relative) and counts the others, "" when there are none.
+func protectedSummary(p *confine.Policy) string {
+	in, out := p.ProtectedInWorktree()
+	if len(in)+out == 0 {
+		return ""
+	}
+	s := "protected (never writable, by the file tools or any command; renaming them or a directory above them fails too): "
+	if len(in) > 0 {
+		s += strings.Join(in, ", ")
+	}
+	if out > 0 {
+		if len(in) > 0 {
+			s += " and "
+		}
+		s += fmt.Sprintf("%d path(s) outside the worktree", out)
+	}
+	return s + "."
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // probe runs script through the session's launcher and renders its output,

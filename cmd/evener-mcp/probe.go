@@ -61,6 +61,7 @@ func runProbe(args []string) int {
 			"denylist": pol.Denylist(), "global_git_config": pol.GlobalGitConfig(),
 			"limits": pol.Limits(), "degraded": pol.Degraded(), "config_sources": cfg.Sources,
 			"tools": cfg.Tools, "allow_domains": cfg.AllowDomains,
+			"protected_paths": pol.Protected(), "runner_state_dirs": pol.StateRW(),
 		},
 		"mount_plan":     plan,
 		"bwrap_argv":     argv,
@@ -85,6 +86,8 @@ func runProbe(args []string) int {
 		fmt.Printf("workdir:  %s\n", pol.Workdir())
 		fmt.Printf("writable: %s\n", strings.Join(pol.WriteRoots(), ", "))
 		fmt.Printf("denylist: %d paths\n", len(pol.Denylist()))
+		fmt.Printf("protected: %s\n", listOrNone(pol.Protected()))
+		fmt.Printf("runner state: %s\n", listOrNone(pol.StateRW()))
 		if eplan != nil {
 			printEgress(eplan, allowlist)
 		}
@@ -143,4 +146,12 @@ func paren(s string) string {
 		return ""
 	}
 	return ": " + s
+}
+
+// listOrNone joins paths with ", ", or says "none".
+func listOrNone(paths []string) string {
+	if len(paths) == 0 {
+		return "none"
+	}
+	return strings.Join(paths, ", ")
 }
