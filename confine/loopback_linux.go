@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -148,9 +147,12 @@ func (s *Launcher) makeLoopback(p *Policy) (*loopback, error) {
 	args := append([]string{"bwrap", "--unshare-user", "--unshare-net", "--unshare-pid", "--unshare-ipc",
 		"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--ro-bind", "/", "/",
 		"--info-fd", "3", "--"}, holdArgs...)
+	// No parent-death signal: it follows the thread that forked, and Go
+	// ends threads (a root server's cgroup spawns end theirs), which
+	// would kill the holder under a live session. The holder ends when
+	// its stdin closes instead: on Close, and when the server dies.
 	cmd := &exec.Cmd{Path: p.host.Bwrap, Args: args, Dir: "/", Env: []string{"PATH=/usr/bin:/bin"},
-		Stdin: inR, Stdout: outW, Stderr: os.Stderr, ExtraFiles: []*os.File{infoW},
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
+		Stdin: inR, Stdout: outW, Stderr: os.Stderr, ExtraFiles: []*os.File{infoW}}
 	err = cmd.Start()
 	inR.Close()
 	outW.Close()

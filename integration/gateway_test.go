@@ -213,6 +213,10 @@ func TestGatewayCrashAndMute(t *testing.T) {
 		}) {
 			t.Errorf("no warning naming the mute server:\n%s", m.stderr.String())
 		}
+		// The preamble, read after the start, names it too.
+		if p := m.preamble(t); !strings.Contains(p, "MCP server mute is unavailable") || !strings.Contains(p, "did not answer initialize") {
+			t.Errorf("the preamble does not name the mute server:\n%s", p)
+		}
 		first := text(m.call(t, "crashy__echo", nil))
 		r := m.call(t, "crashy__crash", nil)
 		if !r.IsError || !strings.Contains(text(r), "crashy") {

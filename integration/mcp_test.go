@@ -163,3 +163,18 @@ func denied(t *testing.T, r *mcp.CallToolResult, rule string) bool {
 }
 
 func syscallMkfifo(p string) error { return syscall.Mkfifo(p, 0o644) }
+
+// preamble reads the session's preamble resource.
+func (m *mcpConn) preamble(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rr := mcp.ReadResourceRequest{}
+	rr.Params.URI = "evener://sandbox/preamble"
+	res, err := m.c.ReadResource(ctx, rr)
+	if err != nil || len(res.Contents) != 1 {
+		t.Fatalf("preamble resource: %v %v", err, res)
+	}
+	tc, _ := res.Contents[0].(mcp.TextResourceContents)
+	return tc.Text
+}

@@ -43,7 +43,7 @@ func TestMCPInitialize(t *testing.T) {
 			}
 		}
 		slices.Sort(names)
-		if want := []string{"apply_patch", "edit_file", "glob", "grep", "list_dir", "memory_delete", "memory_edit", "memory_search", "memory_view", "memory_write", "read_file", "shell", "write_file"}; !slices.Equal(names, want) {
+		if want := []string{"apply_patch", "edit_file", "glob", "grep", "list_dir", "memory_delete", "memory_edit", "memory_search", "memory_view", "memory_write", "read_file", "shell", "terminal_close", "terminal_list", "terminal_read", "terminal_send", "terminal_start", "write_file"}; !slices.Equal(names, want) {
 			t.Errorf("tools %v, want %v", names, want)
 		}
 		rr := mcp.ReadResourceRequest{}

@@ -255,6 +255,14 @@ func strictCalls(e *env) []tsCall {
 		{Name: "memory_search", Arguments: map[string]any{"pattern": "-j8", "literal": true, "scope": "project"}},
 		{Name: "memory_delete", Arguments: map[string]any{"path": "notes/build.md"}},
 		{Name: "memory_write", Arguments: map[string]any{"path": "../escape.md", "content": "x"}},
+		// 26-32: the terminal tools, each result validated against its schema.
+		{Name: "terminal_start", Arguments: map[string]any{"command": "echo term-ready; sleep 30", "cols": 80, "rows": 24}},
+		{Name: "terminal_read", Arguments: map[string]any{"id": "t1", "wait_ms": 3000}},
+		{Name: "terminal_read", Arguments: map[string]any{"id": "t1", "view": "screen"}},
+		{Name: "terminal_send", Arguments: map[string]any{"id": "t1", "text": "x", "keys": []string{"Enter", "C-c"}}},
+		{Name: "terminal_list", Arguments: map[string]any{}},
+		{Name: "terminal_close", Arguments: map[string]any{"id": "t1"}},
+		{Name: "terminal_read", Arguments: map[string]any{"id": "t1"}},
 	}
 }
 
@@ -292,7 +300,7 @@ exit 0`)
 				plan.Calls = strictCalls(e)
 				plan.Violations = true
 				run := runTS(t, plan)
-				if len(run.listed) != 13 { // eight tools and five memory tools
+				if len(run.listed) != 18 { // eight tools, five memory tools, five terminal tools
 					t.Errorf("listed %v", run.listed)
 				}
 				if len(run.results) != len(plan.Calls) {
@@ -317,7 +325,7 @@ exit 0`)
 						if strings.Contains(r.Text, "SECRET") {
 							t.Errorf("call %d %s: the denial leaks the secret: %s", r.I, c.Name, r.Text)
 						}
-					case r.I == 18 || r.I == 25: // a plain error: no such file; a memory escape
+					case r.I == 18 || r.I == 25 || r.I == 32: // a plain error: no such file; a memory escape; a closed terminal
 						if !r.IsError || den != nil {
 							t.Errorf("missing file: isError=%v meta=%v", r.IsError, r.Meta)
 						}
@@ -330,6 +338,9 @@ exit 0`)
 							t.Errorf("call %d %s %v: unexpected error result: %s", r.I, c.Name, c.Arguments, r.Text)
 						}
 					}
+				}
+				if !strings.Contains(run.results[27].Text, "term-ready") || !strings.Contains(run.results[28].Text, "term-ready") {
+					t.Errorf("the terminal's output %q, screen %q", run.results[27].Text, run.results[28].Text)
 				}
 				if got := run.results[1].ContentTypes; len(got) == 0 || got[0] != "image" {
 					t.Errorf("the image came back as %v", got)

@@ -187,6 +187,22 @@ func (s *Session) startGateway() string {
 	return "- MCP servers behind this one, each in this sandbox, their tools named SERVER__TOOL: " + gatewayLine(s.o.Config.MCPServers) + ".\n"
 }
 
+// gatewayStatus names the session's MCP servers that are unavailable now
+// (did not start, exited, did not answer), one line each, for the
+// preamble: a client that reads it later learns which tools will fail.
+func (s *Session) gatewayStatus() string {
+	if s.gw == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, srv := range s.gw.servers {
+		if why := srv.Failure(); why != "" {
+			fmt.Fprintf(&b, "- MCP server %s is unavailable (%s); its tools' calls fail until it is restarted.\n", srv.Name(), why)
+		}
+	}
+	return b.String()
+}
+
 // waitGateway waits (bounded) for the session's instances' first start,
 // so that their tools are in the first tools/list.
 func (s *Session) waitGateway() {

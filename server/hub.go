@@ -90,7 +90,7 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 	hooks.AddOnRequestInitialization(h.onRequest)
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
 		if s := h.lookup(ctx); s != nil && res != nil {
-			res.Instructions = s.preamble
+			res.Instructions = s.preamble + s.gatewayStatus()
 		}
 	})
 	h.addViolations(hooks)
@@ -138,7 +138,7 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 			if s == nil {
 				return nil, errSessionless
 			}
-			return []mcp.ResourceContents{mcp.TextResourceContents{URI: PreambleURI, MIMEType: "text/plain", Text: s.preamble}}, nil
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: PreambleURI, MIMEType: "text/plain", Text: s.preamble + s.gatewayStatus()}}, nil
 		})
 	return h, nil
 }
