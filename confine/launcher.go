@@ -55,9 +55,9 @@ type Launcher struct {
 
 // ShareLoopback makes the session's later sandboxed spawns that take the
 // session's network share one network namespace, and so one loopback
-// (README, "Terminals"; loopback_linux.go). Call it before the first
-// spawn; a one-shot `exec` does not, since one command has nothing to
-// share with.
+// (README, "Terminals"; loopback_linux.go). The terminal set calls it
+// before a session's first terminal starts: a session that never has one
+// pays nothing for it (no holder process, no nsenter per spawn).
 func (s *Launcher) ShareLoopback() {
 	s.lbMu.Lock()
 	s.lbWanted = true

@@ -57,17 +57,13 @@ type loopback struct {
 	exited  chan struct{} // closed once the holder's bwrap is reaped
 }
 
-// LoopbackShared says whether the session's spawns share one loopback:
-// asked for, and this host has what it takes (nsenter). Terminals need it.
-func (s *Launcher) LoopbackShared() error {
-	s.lbMu.Lock()
-	defer s.lbMu.Unlock()
-	switch {
-	case !s.lbWanted:
-		return errors.New("this session's commands do not share a loopback")
-	case s.p.Load().Mode() == ModeOff:
+// LoopbackAvailable says whether this host can give a session a loopback
+// of its own (nsenter is there); terminals need it.
+func (s *Launcher) LoopbackAvailable() error {
+	if s.p.Load().Mode() == ModeOff {
 		return nil // the host's own loopback
-	case findNsenter() == "":
+	}
+	if findNsenter() == "" {
 		return errors.New("nsenter (util-linux) was not found in /usr/bin or /bin: a session loopback cannot be made")
 	}
 	return nil

@@ -67,10 +67,10 @@ print(s.recv(100).decode())
 			}
 			defer s.Close()
 			if shared {
-				s.ShareLoopback()
-				if err := s.LoopbackShared(); err != nil {
+				if err := s.LoopbackAvailable(); err != nil {
 					t.Fatal(err)
 				}
+				s.ShareLoopback()
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

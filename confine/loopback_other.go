@@ -9,8 +9,8 @@ type loopback struct{}
 
 func (*loopback) close() {}
 
-// LoopbackShared: only Linux gives a session a loopback of its own.
-func (s *Launcher) LoopbackShared() error {
+// LoopbackAvailable: only Linux gives a session a loopback of its own.
+func (s *Launcher) LoopbackAvailable() error {
 	return errors.New("a session loopback needs Linux network namespaces")
 }
 

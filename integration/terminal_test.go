@@ -90,7 +90,17 @@ func TestTerminalTools(t *testing.T) {
 			}
 		}
 
+		// No terminal yet: the shell runs as ever, with no loopback holder.
+		if out := m.shellOut(t, "echo before-terminal"); !strings.Contains(out, "before-terminal") {
+			t.Fatalf("shell: %q", out)
+		}
+		if hs := procsWith("__loopback-hold"); len(hs) != 0 {
+			t.Errorf("a loopback holder runs before any terminal: %v", hs)
+		}
 		repl := m.termStart(t, map[string]any{"command": "/usr/bin/python3 -q"})
+		if hs := procsWith("__loopback-hold"); len(hs) == 0 {
+			t.Error("no loopback holder once a terminal runs")
+		}
 		m.termUntil(t, repl, ">>>")
 		m.termSend(t, repl, "print(6*7)", "Enter")
 		if out := m.termUntil(t, repl, "42"); strings.ContainsRune(out, 0x1b) {
@@ -152,8 +162,10 @@ func TestTerminalTools(t *testing.T) {
 			t.Fatal("sleep 1043 never ran")
 		}
 		m.c.Close()
-		if !waitFor(5*time.Second, func() bool { return len(procsWith("sleep 1043")) == 0 && len(procsWith("sleep 1000")) == 0 }) {
-			t.Errorf("the session ended but its terminals did not: %v", procsWith("sleep 10"))
+		if !waitFor(5*time.Second, func() bool {
+			return len(procsWith("sleep 1043")) == 0 && len(procsWith("sleep 1000")) == 0 && len(procsWith("__loopback-hold")) == 0
+		}) {
+			t.Errorf("the session ended but its terminals or loopback holder did not: %v %v", procsWith("sleep 10"), procsWith("__loopback-hold"))
 		}
 	})
 }

@@ -434,7 +434,7 @@ func (s *Session) noTerminals() string {
 	if s.Policy.Mode() == confine.ModeOff {
 		return ""
 	}
-	if err := s.Launcher.LoopbackShared(); err != nil {
+	if err := s.Launcher.LoopbackAvailable(); err != nil {
 		return err.Error()
 	}
 	return ""

@@ -165,7 +165,6 @@ func Open(base *confine.Policy, mutates bool, req Request, o Options) (*Session,
 		s.Launcher.StartSpawner()
 	}
 	if o.Terminals != nil {
-		s.Launcher.ShareLoopback()
 		s.Terminals = terminal.NewSet(s.Launcher, *o.Terminals)
 	}
 	if o.FileLayer {

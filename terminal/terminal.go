@@ -74,8 +74,9 @@ type Set struct {
 	stop chan struct{} // closed by Close: ends the idle reaper
 }
 
-// NewSet makes the session's terminal set. l must share its loopback
-// (confine.Launcher.ShareLoopback) so terminals and shell calls meet.
+// NewSet makes the session's terminal set. The first Start makes l share
+// one loopback (confine.Launcher.ShareLoopback), so terminals and the
+// session's later commands meet on it.
 func NewSet(l *confine.Launcher, lim Limits) *Set {
 	if lim.Max <= 0 {
 		lim.Max = DefaultLimits.Max
@@ -146,11 +147,12 @@ func (s *Set) Start(o StartOptions) (*Terminal, error) {
 	if o.Cols < 10 || o.Cols > MaxCols || o.Rows < 2 || o.Rows > MaxRows {
 		return nil, fmt.Errorf("cols must be 10..%d and rows 2..%d", MaxCols, MaxRows)
 	}
-	if s.l.Policy().Mode() != confine.ModeOff {
-		if err := s.l.LoopbackShared(); err != nil {
-			return nil, fmt.Errorf("terminals are not available: %w", err)
-		}
+	if err := s.l.LoopbackAvailable(); err != nil {
+		return nil, fmt.Errorf("terminals are not available: %w", err)
 	}
+	// From here on the session's commands share one loopback with its
+	// terminals (made at this terminal's spawn).
+	s.l.ShareLoopback()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

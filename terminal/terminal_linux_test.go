@@ -53,7 +53,6 @@ func newSet(t *testing.T, mode confine.Mode, lim Limits) (*Set, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.ShareLoopback()
 	s := NewSet(l, lim)
 	t.Cleanup(func() { s.CloseAll(); l.Close() })
 	return s, work
