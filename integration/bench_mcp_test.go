@@ -5,6 +5,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -160,6 +161,10 @@ func BenchmarkReadFileVsReference(b *testing.B) {
 // so the same bare bubblewrap running `bash -c true` is measured too
 // (ratio-bash: the same work on both sides; issue 12's target: within 1.3x
 // as root and as the user).
+// benchTerminal starts a terminal in the measured session first, so its
+// shell calls run in the session loopback.
+var benchTerminal = flag.Bool("bench-terminal", false, "BenchmarkShellVsBwrap: start a terminal in the session first")
+
 func BenchmarkShellVsBwrap(b *testing.B) {
 	for _, id := range identities(b) {
 		b.Run(id.name, func(b *testing.B) {
@@ -178,6 +183,19 @@ func BenchmarkShellVsBwrap(b *testing.B) {
 					b.Fatalf("shell: %s", resp)
 				}
 				return d
+			}
+			if *benchTerminal {
+				// A session with a terminal: its shell calls join the
+				// session loopback (README, "Terminals").
+				for _, c := range []*lineClient{lc, old} {
+					if c == nil {
+						continue
+					}
+					resp := c.roundTrip(b, `{"jsonrpc":"2.0","id":"term","method":"tools/call","params":{"name":"terminal_start","arguments":{"command":"sleep 600"}}}`)
+					if !strings.Contains(resp, `"backend":"bwrap"`) {
+						b.Fatalf("terminal_start: %s", resp)
+					}
+				}
 			}
 			var a, c, cb, o []time.Duration
 			for i := 0; i < b.N; i++ {
