@@ -296,3 +296,22 @@ exit 0`)
 		}
 	})
 }
+
+// TestTerminalProtected: a terminal is a spawned process like any other:
+// a protected path stays unchanged whatever it tries (README, "Protected
+// paths and runner state").
+func TestTerminalProtected(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		mustMkdir(t, filepath.Join(e.work, "ci"))
+		writeFile(t, filepath.Join(e.work, "ci", "deploy.yml"), "original\n")
+		m := e.mcp(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--protect", filepath.Join(e.work, "ci"))
+		sh := m.termStart(t, map[string]any{})
+		m.termSend(t, sh, "echo planted > ci/deploy.yml; mv ci ci2; rm -rf ci; ln -sf ci l; echo planted > l/deploy.yml; echo attempts-$((40+2))", "Enter")
+		m.termUntil(t, sh, "attempts-42")
+		b, err := os.ReadFile(filepath.Join(e.work, "ci", "deploy.yml"))
+		if err != nil || string(b) != "original\n" {
+			t.Errorf("the protected file changed through a terminal: %q %v", b, err)
+		}
+	})
+}
