@@ -47,7 +47,11 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 	}
 	var proxy *SeatbeltProxy
 	exe := ""
-	if p.Network() == NetworkOn {
+	network := p.Network()
+	if c.Network == NetworkHost || c.Network == NetworkOff {
+		network = c.Network // an MCP server's own choice (README, "MCP servers behind evener-mcp")
+	}
+	if network == NetworkOn {
 		s.mu.Lock()
 		eg, fwd := s.egress, b.fwd
 		exe = s.exe
@@ -66,6 +70,9 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 		return nil, err
 	}
 	l.ScratchParent = s.hideBeside
+	if network != p.Network() {
+		l.Network = network
+	}
 	profile, err := SeatbeltProfile(p, l)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSandboxSetup, err)

@@ -165,6 +165,11 @@ type SeatbeltLayout struct {
 	// StateRW are the runner state directories: written in every mode
 	// (and read in restricted).
 	StateRW []string
+	// Network, when NetworkHost or NetworkOff, replaces the policy's
+	// network for this one spawn (Command.Network: an MCP server behind
+	// this one, README "MCP servers behind evener-mcp"): NetworkHost
+	// allows every network operation, NetworkOff none. "" is the policy's.
+	Network Network
 }
 
 // SeatbeltProxy are the loopback ports the sandbox may connect to.
@@ -350,8 +355,20 @@ func SeatbeltProfile(p *Policy, l SeatbeltLayout) (string, error) {
 	b.rule("deny", "file-write-unlink", b.filters("literal", unlink)...)
 
 	b.section("network")
+	network := p.Network()
+	if l.Network == NetworkHost || l.Network == NetworkOff {
+		network = l.Network
+	}
+	if network == NetworkHost {
+		b.comment("this spawn keeps the host's network (an MCP server configured with network = \"host\")")
+		b.line("(allow network*)")
+		if b.err != nil {
+			return "", b.err
+		}
+		return b.String(), nil
+	}
 	b.line("(deny network*)")
-	if p.Network() == NetworkOn {
+	if network == NetworkOn {
 		if l.Proxy == nil {
 			return "", fmt.Errorf("%w: the network is on but no proxy ports were given", ErrSandboxSetup)
 		}

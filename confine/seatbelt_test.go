@@ -134,6 +134,14 @@ func sbCases(t *testing.T) []sbCase {
 			l.Proxy = nil
 			return l
 		}},
+		// An MCP server behind this one with network = "host", in a
+		// session whose own network is off: every network operation.
+		{name: "restricted-server-host-network", mode: ModeRestricted, network: NetworkOff, layout: func(f fixture, s string) SeatbeltLayout {
+			l := restricted(f, s)
+			l.Proxy = nil
+			l.Network = NetworkHost
+			return l
+		}},
 		{name: "restricted-hooks", mode: ModeRestricted, network: NetworkOff, layout: func(f fixture, s string) SeatbeltLayout {
 			l := restricted(f, s)
 			l.Proxy = nil
