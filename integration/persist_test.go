@@ -318,11 +318,7 @@ func TestHTTPPersistIdleExpiry(t *testing.T) {
 		if _, err := os.Stat(rrec); err != nil {
 			t.Fatalf("control: a fresh record did not survive the restart: %v", err)
 		}
-		if !waitFor(15*time.Second, func() bool {
-			_, e1 := os.Stat(rrec)
-			_, e2 := os.Stat(mr[1])
-			return os.IsNotExist(e1) && os.IsNotExist(e2)
-		}) {
+		if !bothGone(rrec, mr[1]) {
 			t.Errorf("a record that expired while the server ran survived, or its scratch did")
 		}
 
@@ -337,11 +333,7 @@ func TestHTTPPersistIdleExpiry(t *testing.T) {
 		if _, err := os.Stat(qrec); err != nil {
 			t.Fatalf("control: no record for the live session: %v", err)
 		}
-		if !waitFor(15*time.Second, func() bool {
-			_, e1 := os.Stat(qrec)
-			_, e2 := os.Stat(m[1])
-			return os.IsNotExist(e1) && os.IsNotExist(e2)
-		}) {
+		if !bothGone(qrec, m[1]) {
 			t.Errorf("an idle live session's record or scratch survived its expiry")
 		}
 	})
@@ -383,5 +375,15 @@ func TestHTTPPersistRoots(t *testing.T) {
 		if out := m.shellOut(t, "echo proxy=$HTTP_PROXY"); !strings.Contains(out, "proxy=http://") {
 			t.Errorf("the resumed session lost its network: %q", out)
 		}
+	})
+}
+
+// bothGone waits (at most 15 s) until a session's record and its scratch
+// are both removed.
+func bothGone(record, scratch string) bool {
+	return waitFor(15*time.Second, func() bool {
+		_, e1 := os.Stat(record)
+		_, e2 := os.Stat(scratch)
+		return os.IsNotExist(e1) && os.IsNotExist(e2)
 	})
 }

@@ -3,14 +3,11 @@
 package integration
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // protectWorld lays out, in e's worktree, a protected directory two levels
@@ -160,15 +157,7 @@ func TestProtectedPaths(t *testing.T) {
 				if !strings.Contains(line, "enforcing "+mode) || !strings.Contains(line, "protected: 3 path(s)") || !strings.Contains(line, "runner state: 1 dir(s)") {
 					t.Errorf("startup line: %q", line)
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				rr := mcp.ReadResourceRequest{}
-				rr.Params.URI = "evener://sandbox/preamble"
-				res, err := m.c.ReadResource(ctx, rr)
-				if err != nil || len(res.Contents) != 1 {
-					t.Fatalf("preamble: %v", err)
-				}
-				pre := res.Contents[0].(mcp.TextResourceContents).Text
+				pre := m.preamble(t)
 				if !strings.Contains(pre, "protected (never writable") || !strings.Contains(pre, "a/b/prot") || !strings.Contains(pre, "runner state: 1 directory") {
 					t.Errorf("preamble does not describe protected paths and runner state:\n%s", pre)
 				}
