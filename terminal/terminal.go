@@ -187,6 +187,11 @@ func (s *Set) Start(o StartOptions) (*Terminal, error) {
 	if t.Command == "" {
 		t.Command = "bash"
 	}
+	// The screen view is the visible rows; the output view keeps the
+	// history (bounded by Scrollback). The emulator's own scrollback
+	// (10,000 rows of cells by default, megabytes a terminal) is not
+	// read, so it keeps one row.
+	t.emu.SetScrollbackSize(1)
 	t.parser = ansi.NewParser()
 	t.parser.SetHandler(ansi.Handler{Print: t.print, Execute: t.execute})
 
