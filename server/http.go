@@ -37,6 +37,18 @@ type HTTPOptions struct {
 	MaxBody int64
 	// Ready is called once the listener is bound, with its address.
 	Ready func(net.Addr)
+	// DrainTimeout bounds the drain after ctx ends: new sessions and
+	// calls are refused (503) and /healthz answers 503 while the calls in
+	// flight finish, for at most this long; then every session is closed.
+	// Zero or less: no drain.
+	DrainTimeout time.Duration
+	// MetricsListen, when set, serves Prometheus metrics at /metrics on
+	// this separate host:port (metrics.go); loopback unless
+	// MetricsAllowRemote.
+	MetricsListen      string
+	MetricsAllowRemote bool
+	// MetricsReady is called once the metrics listener is bound.
+	MetricsReady func(net.Addr)
 }
 
 // Defaults of HTTPOptions.
@@ -96,10 +108,19 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 	if o.ScratchParent, err = filepath.EvalSymlinks(o.ScratchParent); err != nil {
 		return fmt.Errorf("scratch parent: %w", err)
 	}
+	if ho.MetricsListen != "" {
+		o.Metrics = newMetrics()
+		stopMetrics, err := serveMetrics(ctx, o.Metrics, ho.MetricsListen, ho.MetricsAllowRemote, ho.MetricsReady, func(err error) { o.logger().Error(err.Error()) })
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	h, err := newHub(ctx, o, false, ho.MaxSessions)
 	if err != nil {
 		return err
 	}
+	drain := &drainer{metric: o.Metrics}
 	ids := newIDManager()
 	streamable := mcpserver.NewStreamableHTTPServer(h.srv,
 		mcpserver.WithEndpointPath("/mcp"),
@@ -112,10 +133,16 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 		mcpserver.WithStreamableHTTPLogger(h.o.logger().With("component", "mcp-transport")),
 	)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", noBrowser(authorize(ho.Token, limitBody(ho.MaxBody, h.orderedStreams(streamable)))))
+	mux.Handle("/mcp", noBrowser(authorize(ho.Token, limitBody(ho.MaxBody, drain.guard(h.orderedStreams(streamable))))))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		// No sandbox fields: liveness only (README, "Many agents, one server").
 		w.Header().Set("Content-Type", "application/json")
+		if drain.on.Load() {
+			// Readiness: a draining server takes no new session.
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"status":"draining"}` + "\n"))
+			return
+		}
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	ln, err := net.Listen("tcp", ho.Listen)
@@ -172,6 +199,14 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 			h.closeAll()
 			return err
 		case <-ctx.Done():
+			// The drain: no new session or call, the calls in flight
+			// finish (bounded); then the sessions, then the listener.
+			if ho.DrainTimeout > 0 {
+				h.o.logger().Info("draining: new sessions and calls get 503", "timeout", ho.DrainTimeout.String())
+				if left := drain.drain(ho.DrainTimeout); left > 0 {
+					h.o.logger().Warn(fmt.Sprintf("drain: %d request(s) still running after %s; ending them", left, ho.DrainTimeout))
+				}
+			}
 			// Sessions first, so in-flight calls end; then the listener.
 			h.closeAll()
 			streamable.CloseSessions(context.Background())
