@@ -24,7 +24,7 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/ ./cmd/evener-mcp 
 FROM ${BASE_IMAGE}
 RUN apt-get update \
  && apt-get install -y --no-install-recommends bubblewrap ca-certificates \
- && rm -rf /var/lib/apt/lists/* \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb \
  && useradd --uid 10001 --user-group --create-home --home-dir /home/evener --shell /bin/bash evener \
  && mkdir -p /workspace/project /run/user \
  && chown evener:evener /workspace/project
