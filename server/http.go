@@ -58,6 +58,10 @@ const (
 	shutdownBudget     = 10 * time.Second
 )
 
+// HealthPath is the readiness route on the MCP listener: 200 while the
+// server takes sessions, 503 while it drains (deploy/kubernetes probes it).
+const HealthPath = "/healthz"
+
 // IsLoopback reports whether a listen address binds loopback only.
 func IsLoopback(listen string) bool {
 	host, _, err := net.SplitHostPort(listen)
@@ -134,7 +138,7 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 	)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", noBrowser(authorize(ho.Token, limitBody(ho.MaxBody, drain.guard(h.orderedStreams(streamable))))))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(HealthPath, func(w http.ResponseWriter, r *http.Request) {
 		// No sandbox fields: liveness only (README, "Many agents, one server").
 		w.Header().Set("Content-Type", "application/json")
 		if drain.on.Load() {
