@@ -3,12 +3,13 @@
 # docs/deploy.md says, and checks it for real: `probe` reports bubblewrap
 # enforcing, and a `shell` call over MCP runs in the sandbox (reads the
 # mounted project, writes it, cannot write /etc or the home, has no
-# direct network), a denylisted read is refused, /metrics counts the calls,
+# direct network, does not see the bearer token), a denylisted read is refused, /metrics counts the calls,
 # and SIGTERM drains and exits 0.
 #
 #   deploy/container-check.sh IMAGE [RUNTIME]      (RUNTIME: podman or docker)
 #
-# Extra runtime flags (a host's ulimits, say) go in EVENER_RUN_EXTRA.
+# Extra runtime flags (a host's ulimits, say) go in EVENER_RUN_EXTRA; mount options
+# for the project volume (":U" under --userns=auto) in VOLUME_OPTS.
 set -euo pipefail
 image=${1:?usage: container-check.sh IMAGE [podman|docker]}
 rt=${2:-podman}
@@ -41,7 +42,7 @@ grep -q '^sandbox: bwrap enforcing workspace-write' "$work/probe"
 echo "== serve"
 $rt run -d --name $name "${extra[@]}" "${flags[@]}" -e EVENER_MCP_TOKEN="$token" \
 	-p 127.0.0.1:$mcp_port:8787 -p 127.0.0.1:$metrics_port:9090 \
-	-v "$work/proj":/workspace/project "$image" >/dev/null
+	-v "$work/proj":/workspace/project${VOLUME_OPTS:-} "$image" >/dev/null
 for _ in $(seq 50); do
 	curl -sf -m 2 http://127.0.0.1:$mcp_port/healthz >/dev/null && break
 	sleep 0.2
@@ -56,9 +57,9 @@ curl -sf -m 10 "${hdr[@]}" $url -d '{"jsonrpc":"2.0","method":"notifications/ini
 call() { curl -sf -m 60 "${hdr[@]}" $url -d "{\"jsonrpc\":\"2.0\",\"id\":$1,\"method\":\"tools/call\",\"params\":$2}"; }
 
 echo "== shell"
-call 2 '{"name":"shell","arguments":{"command":"cat README; echo uid=$(id -u); echo host=$(hostname); echo pid1=$(cat /proc/1/comm); touch made-in-sandbox && echo wrote-project; touch /etc/x 2>/dev/null || echo etc-refused; touch /home/evener/x 2>/dev/null || echo home-not-writable; (exec 3<>/dev/tcp/1.1.1.1/80) 2>/dev/null || echo no-direct-network"}}' >"$work/shell"
+call 2 '{"name":"shell","arguments":{"command":"cat README; echo uid=$(id -u); echo host=$(hostname); echo pid1=$(cat /proc/1/comm); touch made-in-sandbox && echo wrote-project; touch /etc/x 2>/dev/null || echo etc-refused; touch /home/evener/x 2>/dev/null || echo home-not-writable; (exec 3<>/dev/tcp/1.1.1.1/80) 2>/dev/null || echo no-direct-network; test -z \"$EVENER_MCP_TOKEN\" && echo token-not-visible"}}' >"$work/shell"
 python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["result"]["structuredContent"]["output"], end="")' "$work/shell" | tee "$work/out"
-for want in "hello from the project" "host=evener-sandbox" wrote-project etc-refused home-not-writable no-direct-network; do
+for want in "hello from the project" "host=evener-sandbox" wrote-project etc-refused home-not-writable no-direct-network token-not-visible; do
 	grep -q "$want" "$work/out" || { echo "MISSING: $want"; exit 1; }
 done
 test -e "$work/proj/made-in-sandbox"
