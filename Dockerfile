@@ -40,6 +40,8 @@ EXPOSE 8787 9090
 # Off loopback serve requires a bearer token: set EVENER_MCP_TOKEN or pass
 # --token-file (a mounted secret). SIGTERM drains (--drain-timeout): give
 # the container a stop timeout above it (docker stop -t 30).
+# --sandbox workspace-write: where the runtime's flags do not let bubblewrap
+# work, the server refuses to start instead of running commands unconfined.
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["evener-mcp-server", "serve"]
-CMD ["--listen", "0.0.0.0:8787", "--metrics-listen", "0.0.0.0:9090", "--metrics-allow-remote", "--drain-timeout", "20s"]
+CMD ["--listen", "0.0.0.0:8787", "--metrics-listen", "0.0.0.0:9090", "--metrics-allow-remote", "--drain-timeout", "20s", "--sandbox", "workspace-write"]
