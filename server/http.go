@@ -206,9 +206,12 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 			// The drain: no new session or call, the calls in flight
 			// finish (bounded); then the sessions, then the listener.
 			if ho.DrainTimeout > 0 {
-				h.o.logger().Info("draining: new sessions and calls get 503", "timeout", ho.DrainTimeout.String())
+				h.o.logger().Info("draining: new sessions and calls get 503", "timeout", ho.DrainTimeout.String(), "in_flight", drain.posts.Load())
+				began := time.Now()
 				if left := drain.drain(ho.DrainTimeout); left > 0 {
 					h.o.logger().Warn(fmt.Sprintf("drain: %d request(s) still running after %s; ending them", left, ho.DrainTimeout))
+				} else {
+					h.o.logger().Info("drained", "took", time.Since(began).Round(time.Millisecond).String())
 				}
 			}
 			// Sessions first, so in-flight calls end; then the listener.
