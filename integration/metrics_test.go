@@ -233,7 +233,9 @@ func TestDrain(t *testing.T) {
 		}
 		a := srv.mustConnect(t, clientOpts{})
 		b := srv.mustConnect(t, clientOpts{})
-		marker := fmt.Sprintf("sleep 2.%d", 10+len(id.name))
+		// Unique to this run: a process left by another run must not be
+		// taken for this call.
+		marker := fmt.Sprintf("sleep 2.%d%03d", len(id.name), time.Now().UnixNano()%1000)
 		type answer struct {
 			r   *mcp.CallToolResult
 			err error
@@ -309,6 +311,9 @@ func TestDrain(t *testing.T) {
 		}
 		if left := descendants(pid); len(left) > 0 {
 			t.Errorf("processes left under the server: %v", left)
+		}
+		if left := procsWith(marker); len(left) > 0 {
+			t.Errorf("the call's sandbox outlived the server: %v", left)
 		}
 		if left := entries(filepath.Join(e.root, "tmp")); len(left) > 0 {
 			t.Errorf("left in the server's TMPDIR: %v", left)
