@@ -114,7 +114,7 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 	}
 	if ho.MetricsListen != "" {
 		o.Metrics = newMetrics()
-		stopMetrics, err := serveMetrics(ctx, o.Metrics, ho.MetricsListen, ho.MetricsAllowRemote, ho.MetricsReady, func(err error) { o.logger().Error(err.Error()) })
+		stopMetrics, err := serveMetrics(o.Metrics, ho.MetricsListen, ho.MetricsAllowRemote, ho.MetricsReady, func(err error) { o.logger().Error(err.Error()) })
 		if err != nil {
 			return err
 		}
@@ -139,7 +139,8 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", noBrowser(authorize(ho.Token, limitBody(ho.MaxBody, drain.guard(h.orderedStreams(streamable))))))
 	mux.HandleFunc(HealthPath, func(w http.ResponseWriter, r *http.Request) {
-		// No sandbox fields: liveness only (README, "Many agents, one server").
+		// No sandbox fields (README, "Many agents, one server"): 200 while
+		// the server takes sessions, 503 while it drains (readiness).
 		w.Header().Set("Content-Type", "application/json")
 		if drain.on.Load() {
 			// Readiness: a draining server takes no new session.

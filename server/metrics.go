@@ -68,11 +68,11 @@ func (s *Session) closeReason() string {
 }
 
 // serveMetrics serves /metrics (and nothing else) on its own listener
-// until ctx ends. The collectors hold counts only, with labels from fixed
+// until stop is called. The collectors hold counts only, with labels from fixed
 // sets (package metrics), so the listener has neither a token nor the
 // peer-user check of /mcp; off loopback it needs the person running the
 // server to say so (--metrics-allow-remote).
-func serveMetrics(ctx context.Context, m *metrics.Metrics, listen string, allowRemote bool, ready func(net.Addr), errLog func(error)) (stop func(), err error) {
+func serveMetrics(m *metrics.Metrics, listen string, allowRemote bool, ready func(net.Addr), errLog func(error)) (stop func(), err error) {
 	if !IsLoopback(listen) && !allowRemote {
 		return nil, fmt.Errorf("metrics listen %s: not a loopback address; the metrics endpoint is unauthenticated, so serving it beyond loopback needs --metrics-allow-remote", listen)
 	}
