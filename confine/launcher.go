@@ -41,6 +41,9 @@ type Launcher struct {
 	closed  bool
 	egress  *EgressBridge
 	exe     string // this binary: the egress relay (Linux), the connect helper (macOS)
+	// onStarted, when set, receives each sandboxed spawn's start latency
+	// (SetStartObserver).
+	onStarted func(time.Duration)
 
 	be osBackend
 	// keep, set by KeepScratch, makes Close leave the scratch in place
@@ -107,6 +110,9 @@ type spawn struct {
 	// launcher's lock.
 	pid int
 	os  osSpawn // the backend's own state
+	// began is when Run began (the start latency's origin); zero for a
+	// spawn not started by Run.
+	began time.Time
 }
 
 // NewLauncher creates the session's scratch directory (mode 0700).
@@ -192,6 +198,17 @@ func (s *Launcher) SetEgress(b EgressBridge) error {
 	}
 	s.egress, s.exe = &b, exe
 	return nil
+}
+
+// SetStartObserver makes every later sandboxed spawn report its start
+// latency to f: from the start of Run (the filesystem inspected, the mount
+// plan and bubblewrap's arguments built) until the sandbox is released to
+// run its command. f must not block. The server feeds its metrics with it;
+// confine knows nothing of them.
+func (s *Launcher) SetStartObserver(f func(time.Duration)) {
+	s.mu.Lock()
+	s.onStarted = f
+	s.mu.Unlock()
 }
 
 // StartSpawner prepares, in the background, a thread that starts this
@@ -291,6 +308,7 @@ func (s *Launcher) resolveDir(d string) (string, error) {
 // ctx kills the whole tree (Linux: the sandbox's PID namespace dies with its
 // init; macOS: the command's process group).
 func (s *Launcher) Run(ctx context.Context, c Command) (res Result, err error) {
+	began := time.Now()
 	// After the spawn, whatever it ran, the git sweep sets aside any
 	// repository it left for the user's git to run (gitsweep.go; Linux).
 	Phase("sweep-begin")
@@ -317,7 +335,7 @@ func (s *Launcher) Run(ctx context.Context, c Command) (res Result, err error) {
 	cmd := &exec.Cmd{Path: pr.Path, Args: pr.Args, Env: pr.Env, Dir: pr.Dir,
 		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, WaitDelay: 2 * time.Second,
 		SysProcAttr: procAttr(pr.Sandboxed, c.Terminal)}
-	return s.launch(ctx, &spawn{cmd: cmd, sandboxed: pr.Sandboxed}, c.OnStart)
+	return s.launch(ctx, &spawn{cmd: cmd, sandboxed: pr.Sandboxed, began: began}, c.OnStart)
 }
 
 // launch starts sp, releases it into its sandbox and waits for it.
@@ -359,6 +377,12 @@ func (s *Launcher) launch(ctx context.Context, sp *spawn, onStart func()) (Resul
 			return Result{ExitCode: -1}, err
 		}
 		Phase("wait")
+		s.mu.Lock()
+		observe := s.onStarted
+		s.mu.Unlock()
+		if observe != nil && !sp.began.IsZero() {
+			observe(time.Since(sp.began))
+		}
 	}
 
 	done := make(chan error, 1)

@@ -275,6 +275,11 @@ func (b *osBackend) release(s *Launcher, sp *spawn, onStart func()) error {
 	f.blockW.Close()
 	s.mu.Lock()
 	sp.pid = pid
+	if s.closed {
+		// Close ran between the release and now: it killed bubblewrap,
+		// whose init, if still waiting for bubblewrap, would wait forever.
+		killTree(sp)
+	}
 	s.mu.Unlock()
 	return nil
 }
@@ -334,6 +339,15 @@ func (b *osBackend) hold(s *Launcher, bwrapPID int, f *osSpawn, onStart func()) 
 	}
 	if onStart != nil {
 		onStart()
+	}
+	// A launcher closed while the sandbox was held (a server's SIGTERM
+	// can land here) killed bubblewrap only: it could not know the init
+	// yet. The command must not start; release kills the init.
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return pid, errors.New("session closed")
 	}
 	if _, err := f.blockW.Write([]byte{1}); err != nil {
 		return pid, fmt.Errorf("%w: release sandbox: %v", ErrSandboxSetup, err)

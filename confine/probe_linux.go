@@ -145,11 +145,14 @@ func probeOutput(bin string, args ...string) ([]byte, error) {
 	return b.Bytes(), err
 }
 
-// fullUserns starts a real sandbox with the namespace flags every spawn uses.
+// fullUserns starts a real sandbox with the namespace flags every spawn uses,
+// the hostname included: a container runtime's default seccomp profile may
+// allow the namespaces and refuse sethostname(2), and every spawn would
+// then fail after a probe that passed (docs/deploy.md).
 func fullUserns(bw string) (bool, string) {
 	out, err := probeOutput(bw, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
 		"--unshare-net", "--disable-userns", "--assert-userns-disabled", "--die-with-parent", "--new-session",
-		"--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true")
+		"--cap-drop", "ALL", "--hostname", "evener-sandbox", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true")
 	if err != nil {
 		msg := strings.TrimSpace(string(out))
 		if msg == "" {

@@ -32,7 +32,9 @@ import (
 func TestHTTPSessionsIsolated(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		e := newEnv(t, id)
-		srv := e.serve(t, "--sandbox", "workspace-write")
+		// A short drain: the SIGTERM below finds a call in flight, which
+		// the drain lets run this long before every session is closed.
+		srv := e.serve(t, "--sandbox", "workspace-write", "--drain-timeout", "1s")
 		tmp := filepath.Join(e.root, "tmp") // the server's TMPDIR: scratch and bridge sockets
 		a := srv.mustConnect(t, clientOpts{})
 		b := srv.mustConnect(t, clientOpts{})

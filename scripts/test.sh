@@ -28,7 +28,7 @@ if [ "$(id -u)" -eq 0 ]; then
   trap 'rm -rf "$tree"' EXIT
   chmod 755 "$tree"
   git ls-files -z | xargs -0 cp --parents -t "$tree"
-  for pkg in config confine egress session memory hooks server terminal tools tools/internal/search tools/internal/textedit tools/internal/termsafe; do
+  for pkg in config confine egress session memory hooks server terminal metrics tools tools/internal/search tools/internal/textedit tools/internal/termsafe; do
     bin="$tree/$(echo "$pkg" | tr / _).test"
     go test -c -o "$bin" "./$pkg"
     chmod 755 "$bin"

@@ -15,7 +15,8 @@ import (
 // call is the registered handler of one tool: every call of every tool,
 // over either transport, runs through this one function, top to bottom.
 func (h *Hub) call(f tools.Facts) mcpserver.ToolHandlerFunc {
-	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+		defer func() { countCall(h.o.Metrics, f.Name, res, err) }()
 		// 1. The caller's session, marked busy (it never idles out while
 		// a call runs).
 		s := h.lookup(ctx)
@@ -52,7 +53,7 @@ func (h *Hub) call(f tools.Facts) mcpserver.ToolHandlerFunc {
 			return blocked, nil
 		}
 		// 5. The tool.
-		res, err := t.Handler(ctx, req)
+		res, err = t.Handler(ctx, req)
 		if err != nil {
 			s.logCall(ctx, f.Name, time.Since(started), nil, err)
 			return nil, err

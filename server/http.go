@@ -40,6 +40,18 @@ type HTTPOptions struct {
 	// PersistSessions keeps each session's record and scratch across a
 	// restart (README, "Sessions that survive a restart"; persist.go).
 	PersistSessions bool
+	// DrainTimeout bounds the drain after ctx ends: new sessions and
+	// calls are refused (503) and /healthz answers 503 while the calls in
+	// flight finish, for at most this long; then every session is closed.
+	// Zero or less: no drain.
+	DrainTimeout time.Duration
+	// MetricsListen, when set, serves Prometheus metrics at /metrics on
+	// this separate host:port (metrics.go); loopback unless
+	// MetricsAllowRemote.
+	MetricsListen      string
+	MetricsAllowRemote bool
+	// MetricsReady is called once the metrics listener is bound.
+	MetricsReady func(net.Addr)
 }
 
 // Defaults of HTTPOptions.
@@ -48,6 +60,10 @@ const (
 	DefaultMaxSessions = 256
 	shutdownBudget     = 10 * time.Second
 )
+
+// HealthPath is the readiness route on the MCP listener: 200 while the
+// server takes sessions, 503 while it drains (deploy/kubernetes probes it).
+const HealthPath = "/healthz"
 
 // IsLoopback reports whether a listen address binds loopback only.
 func IsLoopback(listen string) bool {
@@ -115,11 +131,20 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 			return fmt.Errorf("scratch parent: %w", err)
 		}
 	}
+	if ho.MetricsListen != "" {
+		o.Metrics = newMetrics()
+		stopMetrics, err := serveMetrics(o.Metrics, ho.MetricsListen, ho.MetricsAllowRemote, ho.MetricsReady, func(err error) { o.logger().Error(err.Error()) })
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	h, err := newHub(ctx, o, false, ho.MaxSessions)
 	if err != nil {
 		return err
 	}
 	h.persist = store
+	drain := &drainer{metric: o.Metrics}
 	ids := newIDManager()
 	idOpt := mcpserver.WithSessionIdManager(ids)
 	if store != nil {
@@ -142,10 +167,18 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 		rs = &resumer{h: h, ids: ids, store: store, next: mcpHandler, ttl: ho.IdleTimeout}
 		mcpHandler = rs
 	}
-	mux.Handle("/mcp", noBrowser(authorize(ho.Token, limitBody(ho.MaxBody, mcpHandler))))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		// No sandbox fields: liveness only (README, "Many agents, one server").
+	// The drain guard comes first: a draining server resumes no session.
+	mux.Handle("/mcp", noBrowser(authorize(ho.Token, limitBody(ho.MaxBody, drain.guard(mcpHandler)))))
+	mux.HandleFunc(HealthPath, func(w http.ResponseWriter, r *http.Request) {
+		// No sandbox fields (README, "Many agents, one server"): 200 while
+		// the server takes sessions, 503 while it drains (readiness).
 		w.Header().Set("Content-Type", "application/json")
+		if drain.on.Load() {
+			// Readiness: a draining server takes no new session.
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"status":"draining"}` + "\n"))
+			return
+		}
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	ln, err := net.Listen("tcp", ho.Listen)
@@ -206,6 +239,17 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 			h.closeAll()
 			return err
 		case <-ctx.Done():
+			// The drain: no new session or call, the calls in flight
+			// finish (bounded); then the sessions, then the listener.
+			if ho.DrainTimeout > 0 {
+				h.o.logger().Info("draining: new sessions and calls get 503", "timeout", ho.DrainTimeout.String(), "in_flight", drain.posts.Load())
+				began := time.Now()
+				if left := drain.drain(ho.DrainTimeout); left > 0 {
+					h.o.logger().Warn(fmt.Sprintf("drain: %d request(s) still running after %s; ending them", left, ho.DrainTimeout))
+				} else {
+					h.o.logger().Info("drained", "took", time.Since(began).Round(time.Millisecond).String())
+				}
+			}
 			// Sessions first, so in-flight calls end; then the listener.
 			h.closeAll()
 			streamable.CloseSessions(context.Background())

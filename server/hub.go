@@ -313,6 +313,7 @@ func (h *Hub) open(ctx context.Context, n Narrowing, transport, mcpID string) (*
 	}
 	s.start(ctx, transport)
 	s.logOpened()
+	h.o.Metrics.SessionOpened()
 	return s, nil
 }
 
@@ -383,6 +384,9 @@ func (h *Hub) closeAll() {
 		all = append(all, h.single)
 	}
 	h.mu.Unlock()
+	for _, s := range all {
+		s.shutdown.Store(true)
+	}
 	var wg sync.WaitGroup
 	for _, s := range all {
 		wg.Add(1)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/metrics"
 	"github.com/evener-dev/evener-mcp/session"
 	"github.com/evener-dev/evener-mcp/terminal"
 	"github.com/evener-dev/evener-mcp/tools"
@@ -83,6 +84,8 @@ type Options struct {
 	// resumeID and resumeScratch resume a persisted session (persist.go):
 	// its sandbox session id and its kept scratch.
 	resumeID, resumeScratch string
+	// Metrics receives the server's counts (metrics.go); nil keeps none.
+	Metrics *metrics.Metrics
 }
 
 func (o Options) warn(format string, args ...any) {
@@ -173,6 +176,7 @@ type Session struct {
 	inflight   atomic.Int64
 	lastActive atomic.Int64 // unix nanoseconds
 	expiring   atomic.Bool  // picked by the idle sweep
+	shutdown   atomic.Bool  // closed by the server stopping (metrics.go)
 
 	asking     sync.Mutex   // held while one approval question is open: one at a time
 	quietUntil atomic.Int64 // no approval questions before (unix ns), after a decline
@@ -270,10 +274,14 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 		Scratch: o.resumeScratch,
 		OnRefusal: func(v session.Violation) {
 			s.log.Warn("egress refused", "target", v.Target, "reason", v.Raw)
+			o.Metrics.EgressRefused(v.Raw)
 		},
 	})
 	if err != nil {
 		return nil, err
+	}
+	if o.Metrics != nil {
+		s.Launcher.SetStartObserver(o.Metrics.SandboxStarted)
 	}
 	s.log = newSessionLogger(o.logger(), s)
 	s.Violations.Observe(s.violationAdded)
@@ -422,6 +430,7 @@ func (s *Session) Close() error {
 		s.memory.Close()
 		// Not to the client: it may be gone (stdin closed, DELETE).
 		s.o.logger().Info("session closed", "session", s.ID)
+		s.o.Metrics.SessionClosed(s.closeReason())
 	})
 	return s.closeErr
 }

@@ -26,6 +26,9 @@ func runServe(args []string) int {
 	idle := s.FS.Duration("idle-timeout", server.DefaultIdleTimeout, "end a session after this long with no call in flight")
 	maxSess := s.FS.Int("max-sessions", server.DefaultMaxSessions, "refuse new sessions beyond this many live ones")
 	persist := s.FS.Bool("persist-sessions", false, "keep each session's record and scratch across a restart; a client presenting its Mcp-Session-Id resumes it, or is refused when this host can no longer enforce its mode")
+	drain := s.FS.Duration("drain-timeout", server.DefaultDrainTimeout, "after SIGTERM, refuse new sessions and calls (503) and let calls in flight finish for at most this long; 0 ends them at once")
+	metricsListen := s.FS.String("metrics-listen", "", "`host:port` to serve Prometheus metrics on, at /metrics, on a listener of its own (off when empty); loopback unless --metrics-allow-remote")
+	metricsRemote := s.FS.Bool("metrics-allow-remote", false, "allow --metrics-listen beyond loopback (the endpoint has no authentication; it shows counts only, never paths, hosts or session ids)")
 	lf := logFlags(s)
 	if code, ok := parse(s, args); !ok {
 		return code
@@ -63,6 +66,10 @@ func runServe(args []string) int {
 		Listen: *listen, Token: token, IdleTimeout: *idle, MaxSessions: *maxSess,
 		PersistSessions: *persist,
 		Ready:           func(a net.Addr) { o.Log.Info("serving MCP at http://"+a.String()+"/mcp", "listen", a.String()) },
+		DrainTimeout:    *drain, MetricsListen: *metricsListen, MetricsAllowRemote: *metricsRemote,
+		MetricsReady: func(a net.Addr) {
+			o.Log.Info("serving metrics at http://"+a.String()+"/metrics", "metrics_listen", a.String())
+		},
 	})
 	if err != nil {
 		o.Log.Error(err.Error())

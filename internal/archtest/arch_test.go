@@ -33,9 +33,16 @@ var allowed = map[string][]string{
 	"tools":                 {"confine", "session", "memory", "terminal", "tools/internal/"},
 	"hooks":                 {"confine", "session"},
 	"memory":                {"confine"},
-	"server":                {"config", "confine", "session", "tools", "memory", "hooks", "gateway", "terminal"},
+	"server":                {"config", "confine", "session", "tools", "memory", "hooks", "gateway", "terminal", "metrics"},
 	"gateway":               {"confine"},
 	"terminal":              {"confine"},
+	// metrics defines the Prometheus collectors on a private registry; it
+	// imports nothing of ours (the server hands it the fixed tool and rule
+	// names), so no other package's strings can reach a label unchecked.
+	"metrics": {},
+	// deploy/kubernetes holds the example manifests and only a test: it
+	// checks them against the server's routes, defaults and flags.
+	"deploy/kubernetes": {"server"},
 }
 
 // mcpAllowed are the packages that speak MCP.
@@ -105,10 +112,13 @@ func TestImportMap(t *testing.T) {
 
 // TestLauncherBinaryHasNoMCP: evener-mcp (exec, probe, the relay every
 // networked sandbox starts) links no MCP library: its schema package costs
-// milliseconds at every start (README, "Speed").
+// milliseconds at every start (README, "Speed"), and no metrics library
+// (its collectors register at init), and no Kubernetes API types (only the
+// manifests' test uses them).
 func TestLauncherBinaryHasNoMCP(t *testing.T) {
 	for _, p := range list(t, "-deps", module+"cmd/evener-mcp") {
-		if strings.HasPrefix(p.ImportPath, "github.com/mark3labs/") || strings.Contains(p.ImportPath, "jsonschema") {
+		if strings.HasPrefix(p.ImportPath, "github.com/mark3labs/") || strings.Contains(p.ImportPath, "jsonschema") ||
+			strings.HasPrefix(p.ImportPath, "github.com/prometheus/") || strings.HasPrefix(p.ImportPath, "k8s.io/") {
 			t.Errorf("evener-mcp links %s", p.ImportPath)
 		}
 	}
@@ -123,5 +133,15 @@ func TestNamesAgree(t *testing.T) {
 	}
 	if !slices.Equal(config.HookEvents, hooks.Events) {
 		t.Errorf("config.HookEvents %v, hooks.Events %v", config.HookEvents, hooks.Events)
+	}
+}
+
+// TestServerBinaryHasNoKubernetes: the Kubernetes API types are a test
+// dependency of deploy/kubernetes only; evener-mcp-server links none.
+func TestServerBinaryHasNoKubernetes(t *testing.T) {
+	for _, p := range list(t, "-deps", module+"cmd/evener-mcp-server") {
+		if strings.HasPrefix(p.ImportPath, "k8s.io/") || strings.HasPrefix(p.ImportPath, "sigs.k8s.io/") {
+			t.Errorf("evener-mcp-server links %s", p.ImportPath)
+		}
 	}
 }
