@@ -510,7 +510,10 @@ func TestGrepCancel(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || !res.Truncated {
 		t.Errorf("error %v truncated %v", err, res.Truncated)
 	}
-	if n := len(res.Matches); n == 0 || n >= 200 {
+	// A prefix, in order: usually dozens of files, but on a loaded machine
+	// the collector may not have taken any result before the cancel
+	// (seen in CI's unprivileged pass), so an empty prefix is one too.
+	if n := len(res.Matches); n >= 200 {
 		t.Errorf("%d matches; want a prefix", n)
 	}
 	for i, m := range res.Matches {
