@@ -244,7 +244,15 @@ func (s *Set) Start(o StartOptions) (*Terminal, error) {
 	go t.readOutput(readerDone)
 	go func() {
 		e := <-end
-		<-readerDone
+		// The reader ends once the program's side of the terminal is
+		// closed everywhere; a process that outlived the program (only
+		// possible without a sandbox, where no PID namespace ends with it)
+		// may hold it: give the output a moment, then end the terminal
+		// anyway (cancel kills the program's process group).
+		select {
+		case <-readerDone:
+		case <-time.After(2 * time.Second):
+		}
 		t.mu.Lock()
 		t.exited = true
 		t.exitCode = e.res.ExitCode
@@ -254,8 +262,15 @@ func (s *Set) Start(o StartOptions) (*Terminal, error) {
 		t.wake()
 		t.mu.Unlock()
 		cancel()
-		_ = t.emu.Close()
 		master.Close()
+		// The reader is the emulator's only writer: close the emulator
+		// once it is done (a read blocked on a terminal a stray process
+		// still holds is left to end with that process).
+		select {
+		case <-readerDone:
+			_ = t.emu.Close()
+		case <-time.After(2 * time.Second):
+		}
 		close(t.done)
 	}()
 	return t, nil
