@@ -217,3 +217,32 @@ func waitProcs(t *testing.T, marker string, want bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestModeOffTerminal: with the sandbox off a terminal is a host program
+// (backend none); one whose background child still holds the terminal is
+// reported ended all the same, and its process group is ended with it.
+func TestModeOffTerminal(t *testing.T) {
+	s, _ := newSet(t, confine.ModeOff, Limits{})
+	term, err := s.Start(StartOptions{Command: `(trap "" HUP; exec sleep 1044) & echo started-$((40+2))`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if term.Backend != "none" {
+		t.Errorf("backend %q, want none", term.Backend)
+	}
+	readUntil(t, s, term.ID, "started-42")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r, err := s.Read(context.Background(), term.ID, time.Second, "output")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Exited {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the terminal never reported its program's end")
+		}
+	}
+	waitProcs(t, "sleep 1044", false)
+}
