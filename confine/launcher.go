@@ -113,6 +113,9 @@ type spawn struct {
 	// began is when Run began (the start latency's origin); zero for a
 	// spawn not started by Run.
 	began time.Time
+	// terminal: a terminal's program, which leads a session of its own
+	// (Command.Terminal).
+	terminal bool
 }
 
 // NewLauncher creates the session's scratch directory (mode 0700).
@@ -335,7 +338,7 @@ func (s *Launcher) Run(ctx context.Context, c Command) (res Result, err error) {
 	cmd := &exec.Cmd{Path: pr.Path, Args: pr.Args, Env: pr.Env, Dir: pr.Dir,
 		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, WaitDelay: 2 * time.Second,
 		SysProcAttr: procAttr(pr.Sandboxed, c.Terminal)}
-	return s.launch(ctx, &spawn{cmd: cmd, sandboxed: pr.Sandboxed, began: began}, c.OnStart)
+	return s.launch(ctx, &spawn{cmd: cmd, sandboxed: pr.Sandboxed, began: began, terminal: c.Terminal}, c.OnStart)
 }
 
 // launch starts sp, releases it into its sandbox and waits for it.
@@ -398,6 +401,11 @@ func (s *Launcher) launch(ctx context.Context, sp *spawn, onStart func()) (Resul
 		res.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
 	}
 	Phase("waited")
+	if sp.terminal && !sp.sandboxed {
+		// No PID namespace ends with it: what it left in its session
+		// (it led one: procAttr) goes now.
+		killSession(cmd.Process.Pid)
+	}
 	res.Duration = time.Since(start)
 	res.ExitCode = cmd.ProcessState.ExitCode()
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

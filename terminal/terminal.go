@@ -113,7 +113,6 @@ type Terminal struct {
 	lastUse  time.Time     // last send or read
 	exited   bool          // the program ended
 	exitCode int           // its status, once exited
-	sid      int           // the program's session, noted for a terminal without a sandbox
 	signal   chan struct{} // closed and replaced whenever output arrives or it exits
 }
 
@@ -261,12 +260,8 @@ func (s *Set) Start(o StartOptions) (*Terminal, error) {
 			t.exitCode = -1
 		}
 		t.wake()
-		sid := t.sid
 		t.mu.Unlock()
 		cancel()
-		// Without a sandbox no PID namespace ends with the program: what
-		// it left in its session is killed here.
-		killSession(sid)
 		master.Close()
 		// The reader is the emulator's only writer: close the emulator
 		// once it is done (a read blocked on a terminal a stray process
@@ -291,9 +286,6 @@ func (t *Terminal) readOutput(done chan<- struct{}) {
 		if n > 0 {
 			_, _ = t.emu.Write(buf[:n])
 			t.mu.Lock()
-			if t.sid == 0 && t.Backend == "none" {
-				t.sid = ttySession(t.master)
-			}
 			t.parser.Parse(buf[:n])
 			t.lastOut = time.Now()
 			t.wake()

@@ -1,4 +1,4 @@
-package terminal
+package confine
 
 import (
 	"os"
@@ -8,19 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ttySession is the session whose controlling terminal is the pseudo-
-// terminal behind master (0 when none yet).
-func ttySession(master *os.File) int {
-	sid, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGSID)
-	if err != nil {
-		return 0
-	}
-	return sid
-}
-
-// killSession kills every process of session sid: what a terminal started
-// without a sandbox left behind (README, "Terminals"; a sandboxed one ends
-// with its PID namespace). Bounded by the process table it reads once.
+// killSession kills every process of session sid: what a terminal's
+// program started without a sandbox left behind when it ended (README,
+// "Terminals"; a sandboxed one ends with its PID namespace). Bounded by the
+// process table, read once.
 func killSession(sid int) {
 	if sid <= 1 {
 		return
