@@ -17,15 +17,7 @@ import (
 // Close cannot know the sandbox's init yet and kills bubblewrap; an init
 // still waiting for bubblewrap's go-ahead would otherwise wait forever.
 func TestCloseWhileHeld(t *testing.T) {
-	h := Probe(ProbeFull, os.Environ())
-	if h.Unusable() != "" {
-		t.Skipf("no sandbox here: %s", h.Unusable())
-	}
-	f := newFixtureUnder(t, "/var/tmp")
-	p, err := Resolve(f.spec(ModeWorkspaceWrite, NetworkOff), h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, _ := livePolicy(t, ModeWorkspaceWrite)
 	for i := range 10 {
 		s, err := NewLauncher(p, nil)
 		if err != nil {

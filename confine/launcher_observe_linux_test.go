@@ -5,7 +5,6 @@ package confine
 import (
 	"bytes"
 	"context"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -15,15 +14,7 @@ import (
 // positive duration that holds none of the command's own time; the launcher knows nothing
 // of what the observer does with it (the server's metrics).
 func TestStartObserver(t *testing.T) {
-	h := Probe(ProbeFull, os.Environ())
-	if h.Unusable() != "" {
-		t.Skipf("no sandbox here: %s", h.Unusable())
-	}
-	f := newFixtureUnder(t, "/var/tmp")
-	p, err := Resolve(f.spec(ModeWorkspaceWrite, NetworkOff), h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, _ := livePolicy(t, ModeWorkspaceWrite)
 	s, err := NewLauncher(p, nil)
 	if err != nil {
 		t.Fatal(err)

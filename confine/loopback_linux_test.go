@@ -32,10 +32,6 @@ func TestMain(m *testing.M) {
 // has its own and the second finds nothing. The listener runs in the
 // background of the first command, which stays alive until it is served.
 func TestSessionLoopback(t *testing.T) {
-	h := Probe(ProbeFull, os.Environ())
-	if h.Unusable() != "" {
-		t.Skipf("no sandbox here: %s", h.Unusable())
-	}
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("python3 not installed")
 	}
@@ -56,11 +52,7 @@ print(s.recv(100).decode())
 `
 	for _, shared := range []bool{true, false} {
 		t.Run("shared="+strconv.FormatBool(shared), func(t *testing.T) {
-			f := newFixtureUnder(t, "/var/tmp")
-			p, err := Resolve(f.spec(ModeWorkspaceWrite, NetworkOff), h)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, _ := livePolicy(t, ModeWorkspaceWrite)
 			s, err := NewLauncher(p, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -145,4 +137,21 @@ func (w *lineWatch) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
+}
+
+// livePolicy is a policy of mode (network off) over a fresh fixture under
+// /var/tmp, resolved against this host; the test is skipped where no
+// sandbox can run.
+func livePolicy(t *testing.T, mode Mode) (*Policy, fixture) {
+	t.Helper()
+	h := Probe(ProbeFull, os.Environ())
+	if h.Unusable() != "" {
+		t.Skipf("no sandbox here: %s", h.Unusable())
+	}
+	f := newFixtureUnder(t, "/var/tmp")
+	p, err := Resolve(f.spec(mode, NetworkOff), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, f
 }
