@@ -315,3 +315,40 @@ func TestTerminalProtected(t *testing.T) {
 		}
 	})
 }
+
+// TestTerminalHTTPSessionEnd: over Streamable HTTP, a session's terminals
+// end with it however it ends (the client's DELETE, idle expiry, SIGTERM),
+// and only its own: another session's terminal keeps running.
+func TestTerminalHTTPSessionEnd(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		srv := e.serve(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--idle-timeout", "3s", "--drain-timeout", "1s")
+		a := srv.mustConnect(t, clientOpts{})
+		b := srv.mustConnect(t, clientOpts{})
+		a.termStart(t, map[string]any{"command": "sleep 1061"})
+		b.termStart(t, map[string]any{"command": "sleep 1062"})
+		if !waitFor(10*time.Second, func() bool { return len(procsWith("sleep 1061")) > 0 && len(procsWith("sleep 1062")) > 0 }) {
+			t.Fatal("the terminals never ran")
+		}
+		a.c.Close() // DELETE
+		if !waitFor(5*time.Second, func() bool { return len(procsWith("sleep 1061")) == 0 }) {
+			t.Error("DELETE left the session's terminal running")
+		}
+		if len(procsWith("sleep 1062")) == 0 {
+			t.Fatal("another session's terminal ended with the first")
+		}
+		// b makes no call: it idles out, and its terminal with it.
+		if !waitFor(15*time.Second, func() bool { return len(procsWith("sleep 1062")) == 0 }) {
+			t.Error("idle expiry left the session's terminal running")
+		}
+		c := srv.mustConnect(t, clientOpts{})
+		c.termStart(t, map[string]any{"command": "sleep 1063"})
+		if !waitFor(10*time.Second, func() bool { return len(procsWith("sleep 1063")) > 0 }) {
+			t.Fatal("the third terminal never ran")
+		}
+		srv.stop(t) // SIGTERM
+		if !waitFor(5*time.Second, func() bool { return len(procsWith("sleep 106")) == 0 && len(procsWith("__loopback-hold")) == 0 }) {
+			t.Errorf("SIGTERM left terminals or loopback holders: %v %v", procsWith("sleep 106"), procsWith("__loopback-hold"))
+		}
+	})
+}
