@@ -19,13 +19,13 @@ func TestOutputView(t *testing.T) {
 	}
 	tm := newT(1 << 20)
 	for _, chunk := range []string{"h\xc3", "\xa9llo \x1b[3", "1mred\x1b[0m\r\n", "\x1b]0;title\x07tab\there\x1b", "[2J\x07\x08end\n"} {
-		tm.parser.Parse([]byte(chunk))
+		tm.feed([]byte(chunk))
 	}
 	if got, want := string(tm.out), "héllo red\ntab\thereend\n"; got != want {
 		t.Errorf("output view %q, want %q", got, want)
 	}
 	small := newT(8)
-	small.parser.Parse([]byte("0123456789abcdef"))
+	small.feed([]byte("0123456789abcdef"))
 	if string(small.out) != "89abcdef" || small.dropped != 8 {
 		t.Errorf("bounded: %q dropped %d", small.out, small.dropped)
 	}

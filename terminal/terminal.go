@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/vt"
@@ -286,7 +287,7 @@ func (t *Terminal) readOutput(done chan<- struct{}) {
 		if n > 0 {
 			_, _ = t.emu.Write(buf[:n])
 			t.mu.Lock()
-			t.parser.Parse(buf[:n])
+			t.feed(buf[:n])
 			t.lastOut = time.Now()
 			t.wake()
 			t.mu.Unlock()
@@ -297,24 +298,25 @@ func (t *Terminal) readOutput(done chan<- struct{}) {
 	}
 }
 
-// print and execute are the ANSI parser's callbacks (t.mu held): printable
-// runes are kept, of the control characters only newline and tab; every
-// escape sequence is dropped by the parser itself.
-func (t *Terminal) print(r rune) { t.appendOut([]byte(string(r))) }
-
-func (t *Terminal) execute(b byte) {
-	if b == '\n' || b == '\t' {
-		t.appendOut([]byte{b})
-	}
-}
-
-// appendOut adds to the unread text, dropping the oldest bytes beyond the
-// scrollback bound.
-func (t *Terminal) appendOut(p []byte) {
-	t.out = append(t.out, p...)
+// feed adds a chunk of the program's output to the plain-text view
+// (t.mu held), then drops the oldest bytes beyond the scrollback bound,
+// once per chunk.
+func (t *Terminal) feed(p []byte) {
+	t.parser.Parse(p)
 	if over := len(t.out) - t.limit; over > 0 {
 		t.out = append(t.out[:0], t.out[over:]...)
 		t.dropped += over
+	}
+}
+
+// print and execute are the ANSI parser's callbacks (t.mu held, from
+// feed): printable runes are kept, of the control characters only newline
+// and tab; every escape sequence is dropped by the parser itself.
+func (t *Terminal) print(r rune) { t.out = utf8.AppendRune(t.out, r) }
+
+func (t *Terminal) execute(b byte) {
+	if b == '\n' || b == '\t' {
+		t.out = append(t.out, b)
 	}
 }
 
