@@ -147,17 +147,27 @@ func NewLauncherUnder(p *Policy, envPassthrough []string, parent string) (*Launc
 	if dir, err = filepath.EvalSymlinks(dir); err != nil {
 		return nil, fmt.Errorf("resolve scratch: %w", err)
 	}
-	if p.Mode() != ModeOff && underAny(dir, p.WriteRoots()) {
+	hide := ""
+	if parent != "" {
+		hide = filepath.Dir(dir)
+	}
+	s, err := launcherOver(p, envPassthrough, dir, hide)
+	if err != nil {
 		_ = os.Remove(dir)
+	}
+	return s, err
+}
+
+// launcherOver is a launcher over the scratch dir (made, or reopened after
+// a restart), whose parent hide is hidden in its sandboxes ("": none).
+func launcherOver(p *Policy, envPassthrough []string, dir, hide string) (*Launcher, error) {
+	if p.Mode() != ModeOff && underAny(dir, p.WriteRoots()) {
 		return nil, fmt.Errorf("scratch %s lies inside a write root; set TMPDIR elsewhere", dir)
 	}
 	if err := sealOnce(); err != nil {
 		return nil, fmt.Errorf("seal inherited descriptors: %w", err)
 	}
-	s := &Launcher{scratch: dir, running: map[*spawn]struct{}{}, envPass: envPassthrough}
-	if parent != "" {
-		s.hideBeside = filepath.Dir(dir)
-	}
+	s := &Launcher{scratch: dir, running: map[*spawn]struct{}{}, envPass: envPassthrough, hideBeside: hide}
 	s.p.Store(p)
 	return s, nil
 }

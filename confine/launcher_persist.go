@@ -33,19 +33,30 @@ func CheckScratch(parent, dir string) error {
 	if filepath.Clean(dir) != dir || filepath.Dir(dir) != parent || !scratchName.MatchString(filepath.Base(dir)) {
 		return errors.New("the scratch does not lie where this server puts scratch")
 	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
+	if err := PrivateDir(dir); err != nil {
 		return fmt.Errorf("scratch: %w", err)
 	}
+	return nil
+}
+
+// PrivateDir checks that dir is a directory of this process's effective
+// user only: not a symbolic link or another file, owned by it, mode 0700
+// (no set-id or sticky bit). Messages name the base name only.
+func PrivateDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	name := filepath.Base(dir)
 	if !fi.IsDir() {
-		return errors.New("the scratch is not a directory (a symbolic link or another file)")
+		return fmt.Errorf("%s is not a directory (a symbolic link or another file)", name)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok || int(st.Uid) != os.Geteuid() {
-		return errors.New("the scratch is not owned by this server's user")
+		return fmt.Errorf("%s is not owned by this server's user", name)
 	}
 	if fi.Mode().Perm() != 0o700 || fi.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky) != 0 {
-		return fmt.Errorf("the scratch has mode %v, not 0700", fi.Mode())
+		return fmt.Errorf("%s has mode %v, not 0700", name, fi.Mode())
 	}
 	return nil
 }
@@ -60,15 +71,7 @@ func ReopenLauncherUnder(p *Policy, envPassthrough []string, parent, dir string)
 	if err := CheckScratch(parent, dir); err != nil {
 		return nil, err
 	}
-	if p.Mode() != ModeOff && underAny(dir, p.WriteRoots()) {
-		return nil, fmt.Errorf("scratch %s lies inside a write root", filepath.Base(dir))
-	}
-	if err := sealOnce(); err != nil {
-		return nil, fmt.Errorf("seal inherited descriptors: %w", err)
-	}
-	s := &Launcher{scratch: dir, running: map[*spawn]struct{}{}, envPass: envPassthrough, hideBeside: parent}
-	s.p.Store(p)
-	return s, nil
+	return launcherOver(p, envPassthrough, dir, parent)
 }
 
 // RemoveScratch removes a kept scratch dir of parent, once CheckScratch

@@ -139,20 +139,7 @@ func ownDir(dir string) error {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.IsDir():
-		return fmt.Errorf("%s is not a directory", dir)
-	case !ok || int(st.Uid) != os.Geteuid():
-		return fmt.Errorf("%s is not owned by this server's user", dir)
-	case fi.Mode().Perm() != 0o700:
-		return fmt.Errorf("%s has mode %v, not 0700", dir, fi.Mode().Perm())
-	}
-	return nil
+	return confine.PrivateDir(dir)
 }
 
 // openPersistStore opens (creating) <stateDir>/sessions and locks it.
