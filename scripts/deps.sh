@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what evener-mcp and its tests need on Debian/Ubuntu: bubblewrap
 # (the sandbox), and the tools the integration tests drive (git, perl,
-# util-linux's unshare and setpriv, node and npm for the TypeScript client). Go itself must already be installed.
+# util-linux's unshare, setpriv and nsenter, python3 for the terminal tests' REPL and servers,
+# node and npm for the TypeScript client). Go itself must already be installed.
 set -euo pipefail
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
@@ -9,6 +10,8 @@ command -v git >/dev/null 2>&1 || need+=(git)
 command -v perl >/dev/null 2>&1 || need+=(perl)
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 command -v ipcmk >/dev/null 2>&1 || need+=(util-linux)
+command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
+[ -x /usr/bin/python3 ] || need+=(python3)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v wget >/dev/null 2>&1 || need+=(wget)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
