@@ -8,6 +8,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,9 +17,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/mark3labs/mcp-go/client"
@@ -65,7 +69,9 @@ type Server struct {
 	// progress forwards a downstream notifications/progress of a call.
 	progress func(ctx context.Context, params map[string]any)
 
-	mu       sync.Mutex
+	seq atomic.Int64 // the last tools/call id sent (Call)
+
+	mu       sync.Mutex // guards the fields below
 	cli      *client.Client
 	kill     context.CancelFunc
 	exited   chan struct{}
@@ -409,6 +415,12 @@ func (s *Server) onNotification(n mcp.JSONRPCNotification) {
 // progress token in req passes through, and so does cancellation (ctx).
 // A server that is not up, or that dies during the call, gives an error
 // wrapping ErrUnavailable.
+//
+// The request goes straight to the client's transport and the result comes
+// back with its content items as the server wrote them (Content): what is
+// decoded here is only what the call pipeline reads (isError, _meta), so a
+// result is not decoded into the library's types and encoded again on its
+// way through (README, "MCP servers behind evener-mcp", speed).
 func (s *Server) Call(ctx context.Context, tool string, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	s.mu.Lock()
 	cli, failure, exited := s.cli, s.failure, s.exited
@@ -419,11 +431,9 @@ func (s *Server) Call(ctx context.Context, tool string, req mcp.CallToolRequest)
 		}
 		return nil, fmt.Errorf("%w: %s: %s", ErrUnavailable, s.e.Name, failure)
 	}
-	out := mcp.CallToolRequest{}
-	out.Params.Name = tool
-	out.Params.Arguments = req.Params.Arguments
+	params := callParams{Name: tool, Arguments: req.Params.Arguments}
 	if m := req.Params.Meta; m != nil && m.ProgressToken != nil {
-		out.Params.Meta = &mcp.Meta{ProgressToken: m.ProgressToken}
+		params.Meta = &mcp.Meta{ProgressToken: m.ProgressToken}
 		tok := fmt.Sprint(m.ProgressToken)
 		s.mu.Lock()
 		s.calls[tok] = ctx
@@ -434,8 +444,20 @@ func (s *Server) Call(ctx context.Context, tool string, req mcp.CallToolRequest)
 			s.mu.Unlock()
 		}()
 	}
-	res, err := cli.CallTool(ctx, out)
+	if raw, ok := params.Arguments.(json.RawMessage); ok && (len(raw) == 0 || string(raw) == "null") {
+		params.Arguments = nil
+	}
+	tr := cli.GetTransport()
+	// Ids of our own kind ("gw-N"): the client's requests (tools/list,
+	// ping) number theirs from 1 on the same transport.
+	id := mcp.NewRequestId("gw-" + strconv.FormatInt(s.seq.Add(1), 10))
+	resp, err := tr.SendRequest(ctx, transport.JSONRPCRequest{
+		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: string(mcp.MethodToolsCall), Params: params,
+	})
 	if err != nil {
+		if ctx.Err() != nil {
+			cancelled(tr, id, ctx.Err())
+		}
 		select {
 		case <-exited:
 			return nil, fmt.Errorf("%w: %s exited during the call; it is being restarted", ErrUnavailable, s.e.Name)
@@ -446,8 +468,146 @@ func (s *Server) Call(ctx context.Context, tool string, req mcp.CallToolRequest)
 		}
 		return nil, err
 	}
+	if resp.Error != nil {
+		return nil, resp.Error.AsError()
+	}
+	return parseResult(resp.Result)
+}
+
+// callParams are a tools/call's params as sent downstream: the arguments
+// as the client gave them (raw JSON from the stdio lane, a map otherwise).
+type callParams struct {
+	Name      string    `json:"name"`
+	Arguments any       `json:"arguments,omitempty"`
+	Meta      *mcp.Meta `json:"_meta,omitempty"`
+}
+
+// cancelled tells the server that the call with id was cancelled, off the
+// caller's path and bounded: the caller has its error already, and a
+// server that does not read must not hold it up.
+func cancelled(tr transport.Interface, id mcp.RequestId, why error) {
+	n := mcp.JSONRPCNotification{
+		JSONRPC: mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{
+			Method: string(mcp.MethodNotificationCancelled),
+			Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": id, "reason": why.Error()}},
+		},
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = tr.SendNotification(ctx, n)
+	}()
+}
+
+// parseResult reads a downstream tools/call result: its content items are
+// kept as written (each must be an object with a known type), structured
+// content as raw JSON.
+func parseResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
+	// What passes on as written must be UTF-8, as a client reads JSON:
+	// invalid bytes (only ever inside strings, in JSON the decoder
+	// accepts) become U+FFFD, as decoding and encoding again made them.
+	if !utf8.Valid(raw) {
+		raw = bytes.ToValidUTF8(raw, []byte("\uFFFD"))
+	}
+	var r struct {
+		Meta              *mcp.Meta         `json:"_meta,omitempty"`
+		Content           []json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage   `json:"structuredContent,omitempty"`
+		IsError           bool              `json:"isError,omitempty"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("tools/call result: %w", err)
+	}
+	if r.Content == nil {
+		return nil, errors.New("tools/call result: content is missing")
+	}
+	res := &mcp.CallToolResult{Result: mcp.Result{Meta: r.Meta}, IsError: r.IsError}
+	if len(r.StructuredContent) > 0 && string(r.StructuredContent) != "null" {
+		res.RawStructuredContent = r.StructuredContent
+	}
+	res.Content = make([]mcp.Content, len(r.Content))
+	for i, c := range r.Content {
+		// The type, read without decoding the item (a text may be
+		// megabytes); the whole result was checked to be JSON above.
+		if len(c) == 0 || c[0] != '{' {
+			return nil, fmt.Errorf("tools/call result: content %d is not an object", i)
+		}
+		if t := memberOf(c, "type"); !contentTypes[t] {
+			return nil, fmt.Errorf("tools/call result: content %d: unknown type %q", i, t)
+		}
+		res.Content[i] = Content{raw: c}
+	}
 	return res, nil
 }
+
+// memberOf is the value of obj's top-level string member key, read up to
+// that member; "" when it is absent, not a string, or escaped.
+func memberOf(obj []byte, key string) string {
+	depth := 0
+	want := true // the next string at depth 1 is a member name
+	for i := 0; i < len(obj); i++ {
+		switch c := obj[i]; c {
+		case '{', '[':
+			depth++
+			want = c == '{' && depth == 1
+		case '}', ']':
+			depth--
+		case ',':
+			want = depth == 1
+		case '"':
+			end := i + 1
+			for end < len(obj) && obj[end] != '"' {
+				if obj[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			if end >= len(obj) {
+				return ""
+			}
+			s := obj[i+1 : end]
+			i = end
+			if depth != 1 || !want {
+				continue
+			}
+			want = false
+			if string(s) != key {
+				continue
+			}
+			// The value: skip the colon and blanks; a plain string only.
+			j := i + 1
+			for j < len(obj) && (obj[j] == ':' || obj[j] == ' ' || obj[j] == '\t' || obj[j] == '\n' || obj[j] == '\r') {
+				j++
+			}
+			if j >= len(obj) || obj[j] != '"' {
+				return ""
+			}
+			k := bytes.IndexByte(obj[j+1:], '"')
+			if k < 0 || bytes.IndexByte(obj[j+1:j+1+k], '\\') >= 0 {
+				return ""
+			}
+			return string(obj[j+1 : j+1+k])
+		}
+	}
+	return ""
+}
+
+// contentTypes are the content item types of a tool result (MCP
+// specification, 2025-11-25).
+var contentTypes = map[string]bool{"text": true, "image": true, "audio": true, "resource_link": true, "resource": true}
+
+// Content is one content item of a downstream result, encoded exactly as
+// the server wrote it. It embeds the library's TextContent only to be a
+// mcp.Content (whose marker method is unexported); that value is never set
+// or read: code that wants the item's fields decodes its JSON.
+type Content struct {
+	mcp.TextContent
+	raw json.RawMessage
+}
+
+// MarshalJSON is the item as the server wrote it.
+func (c Content) MarshalJSON() ([]byte, error) { return c.raw, nil }
 
 // Close kills the server's process tree and waits for it to be gone.
 func (s *Server) Close() {

@@ -41,6 +41,10 @@ func benchClientAt(b *testing.B, version, dir string, command string, args ...st
 			cmd := exec.CommandContext(ctx, command, args...)
 			cmd.Dir = dir
 			cmd.Env = []string{"HOME=" + os.Getenv("HOME"), "PATH=" + os.Getenv("PATH")}
+			if p := os.Getenv("EVENER_MCP_CPUPROFILE"); p != "" && command == binPath {
+				// A developer's knob (cmd/evener-mcp-server): profile our side.
+				cmd.Env = append(cmd.Env, "EVENER_MCP_CPUPROFILE="+p)
+			}
 			return cmd, nil
 		}))
 	if err != nil {

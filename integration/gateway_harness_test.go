@@ -89,7 +89,8 @@ rl.on("line", (l) => {
       { name: "echo", description: "names the instance", inputSchema: { type: "object" } },
       { name: "slow", description: "reports progress", inputSchema: { type: "object" } },
       { name: "grow", description: "adds a tool", inputSchema: { type: "object" } },
-      { name: "hang", description: "never answers", inputSchema: { type: "object" } } ];
+      { name: "hang", description: "never answers", inputSchema: { type: "object" } },
+      { name: "strict", description: "wants a name", inputSchema: { type: "object", properties: { name: { type: "string" } }, required: ["name"] } } ];
     if (grown) tools.push({ name: "grown", description: "added", inputSchema: { type: "object" } });
     send({ jsonrpc: "2.0", id: m.id, result: { tools } });
   } else if (m.method === "tools/call") {
@@ -102,6 +103,10 @@ rl.on("line", (l) => {
     if (m.params.name === "grow") {
       grown = true;
       send({ jsonrpc: "2.0", method: "notifications/tools/list_changed" });
+    }
+    if (m.params.name === "strict") {
+      send({ jsonrpc: "2.0", id: m.id, result: { content: [{ type: "text", text: "hello " + m.params.arguments.name }, { type: "image", data: "aGk=", mimeType: "image/png" }], structuredContent: { greeted: m.params.arguments.name } } });
+      return;
     }
     send({ jsonrpc: "2.0", id: m.id, result: { content: [{ type: "text", text: me }] } });
   } else if (m.method === "notifications/cancelled") {

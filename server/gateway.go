@@ -34,7 +34,7 @@ import (
 // gatewayHub registers the published names of every session's servers.
 type gatewayHub struct {
 	h          *Hub
-	mu         sync.Mutex
+	mu         sync.Mutex // guards the fields below
 	registered map[string]bool
 	pending    []mcp.Tool // listed before the MCP server existed (stdio)
 	srvReady   bool
@@ -54,6 +54,13 @@ func (g *gatewayHub) register(ts []mcp.Tool) {
 		}
 		g.h.srv.AddTool(t, g.h.call(gatewayFacts(t.Name)))
 	}
+}
+
+// has says whether name is a registered gateway tool.
+func (g *gatewayHub) has(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.srvReady && g.registered[name]
 }
 
 // ready is called once the MCP server exists.

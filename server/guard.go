@@ -32,6 +32,8 @@ type guardedReader struct {
 	out *syncWriter
 	buf bytes.Buffer // what is ready to hand to mcp-go
 	id  []byte       // the id of the last oversized message, when found
+	// lane takes the gateway's calls (lane.go); nil: every line goes on.
+	lane *lane
 }
 
 func newGuardedReader(r io.Reader, w *syncWriter) *guardedReader {
@@ -42,11 +44,14 @@ func (g *guardedReader) Read(p []byte) (int, error) {
 	for g.buf.Len() == 0 {
 		line, tooBig, err := g.readLine()
 		if len(line) > 0 || tooBig {
-			if msg := g.check(line, tooBig); msg == "" {
+			switch msg := g.check(line, tooBig); {
+			case msg != "":
+				g.reject(line, msg)
+			case g.lane.take(line):
+				// served on the lane (lane.go)
+			default:
 				g.buf.Write(line)
 				g.buf.WriteByte('\n')
-			} else {
-				g.reject(line, msg)
 			}
 		}
 		if err != nil {

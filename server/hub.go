@@ -58,6 +58,8 @@ type Hub struct {
 	stdout *syncWriter
 	// streams counts the HTTP sessions' open GET streams (notify.go).
 	streams streams
+	// lane serves the gateway's calls over stdio (lane.go); nil over HTTP.
+	lane *lane
 	// persist keeps the sessions' records (serve --persist-sessions,
 	// persist.go); nil without the flag.
 	persist *persistStore
@@ -91,6 +93,11 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
 		if s := h.lookup(ctx); s != nil && res != nil {
 			res.Instructions = s.preamble + s.gatewayStatus()
+		}
+		// The lane serves clients of the revisions with sessions; one on
+		// the sessionless revision has every call served by the library.
+		if h.lane != nil && res != nil && res.ProtocolVersion < mcp.ProtocolVersion20260728 && h.lane.base != nil {
+			h.lane.on.Store(true)
 		}
 	})
 	h.addViolations(hooks)

@@ -22,7 +22,17 @@ func RunStdio(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer)
 	h.stdout = out
 	stdio := mcpserver.NewStdioServer(h.srv)
 	stdio.SetErrorLogger(slog.NewLogLogger(h.o.logger().With("component", "mcp-transport").Handler(), slog.LevelError))
-	err = stdio.Listen(ctx, newGuardedReader(stdin, out), out)
+	// The gateway's calls take the lane (lane.go), in the context the
+	// library gives its own handlers.
+	h.lane = newLane(h, out)
+	stdio.SetContextFunc(func(ctx context.Context) context.Context {
+		h.lane.base = ctx
+		return ctx
+	})
+	in := newGuardedReader(stdin, out)
+	in.lane = h.lane
+	err = stdio.Listen(ctx, in, out)
+	h.lane.stop()
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
