@@ -323,7 +323,7 @@ func (s *Server) spawn() (*client.Client, context.CancelFunc, chan struct{}, err
 		}
 		errR.Close()
 	}()
-	cli := client.NewClient(transport.NewIO(outR, inW, nil), client.WithLegacyProtocolOnly())
+	cli := client.NewClient(newConn(outR, inW), client.WithLegacyProtocolOnly())
 	return cli, kill, exited, nil
 }
 
@@ -416,8 +416,9 @@ func (s *Server) onNotification(n mcp.JSONRPCNotification) {
 // A server that is not up, or that dies during the call, gives an error
 // wrapping ErrUnavailable.
 //
-// The request goes straight to the client's transport and the result comes
-// back with its content items as the server wrote them (Content): what is
+// The request is written as bytes on the server's connection (conn) and the
+// result comes back with its content items as the server wrote them
+// (Content): what is
 // decoded here is only what the call pipeline reads (isError, _meta), so a
 // result is not decoded into the library's types and encoded again on its
 // way through (README, "MCP servers behind evener-mcp", speed).
@@ -447,16 +448,21 @@ func (s *Server) Call(ctx context.Context, tool string, req mcp.CallToolRequest)
 	if raw, ok := params.Arguments.(json.RawMessage); ok && (len(raw) == 0 || string(raw) == "null") {
 		params.Arguments = nil
 	}
-	tr := cli.GetTransport()
-	// Ids of our own kind ("gw-N"): the client's requests (tools/list,
-	// ping) number theirs from 1 on the same transport.
-	id := mcp.NewRequestId("gw-" + strconv.FormatInt(s.seq.Add(1), 10))
-	resp, err := tr.SendRequest(ctx, transport.JSONRPCRequest{
-		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: string(mcp.MethodToolsCall), Params: params,
-	})
+	tr, ok := cli.GetTransport().(*conn)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s: no connection", ErrUnavailable, s.e.Name)
+	}
+	enc, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("encode the call: %w", err)
+	}
+	// Ids of our own kind ("gw-N"): the library's client numbers its
+	// requests (tools/list, ping) from 1 on the same connection.
+	id := "gw-" + strconv.FormatInt(s.seq.Add(1), 10)
+	resp, err := tr.call(ctx, id, enc)
 	if err != nil {
 		if ctx.Err() != nil {
-			cancelled(tr, id, ctx.Err())
+			cancelled(tr, mcp.NewRequestId(id), ctx.Err())
 		}
 		select {
 		case <-exited:

@@ -29,7 +29,7 @@ var tsPackages npmDir
 
 // tsClient installs the client's packages (once per run) and returns its
 // directory.
-func tsClient(t *testing.T) string {
+func tsClient(t testing.TB) string {
 	t.Helper()
 	return tsPackages.install(t, "tsclient", "@modelcontextprotocol/sdk")
 }

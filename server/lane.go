@@ -38,10 +38,29 @@ type lane struct {
 	on     atomic.Bool
 	schema schemas
 	wg     sync.WaitGroup // the calls in flight
+	// jobs hands a call to an idle worker. Workers are kept (at most
+	// maxIdleWorkers idle): a new goroutine's stack grew through the JSON
+	// decoder on every call, an eighth of the lane's time.
+	jobs chan laneJob
+	idle atomic.Int32
 
-	mu sync.Mutex // guards flight
+	mu sync.Mutex // guards flight and stopped, and orders them with jobs' close
 	// flight are the calls in flight, by the request id's JSON.
-	flight map[string]*laneCall
+	flight  map[string]*laneCall
+	stopped bool
+}
+
+// maxIdleWorkers bounds the lane's idle goroutines.
+const maxIdleWorkers = 8
+
+// laneJob is one call handed to a worker.
+type laneJob struct {
+	ctx  context.Context
+	key  string
+	id   json.RawMessage
+	name string
+	args json.RawMessage
+	meta *mcp.Meta
 }
 
 // laneCall is one call in flight.
@@ -51,7 +70,7 @@ type laneCall struct {
 }
 
 func newLane(h *Hub, out *syncWriter) *lane {
-	return &lane{h: h, out: out, flight: map[string]*laneCall{}}
+	return &lane{h: h, out: out, flight: map[string]*laneCall{}, jobs: make(chan laneJob)}
 }
 
 // laneRequest is a tools/call as the lane reads it. The members the
@@ -103,16 +122,38 @@ func (l *lane) take(line []byte) bool {
 	}
 	ctx, cancel := context.WithCancel(l.base)
 	l.mu.Lock()
-	if l.flight[key] != nil {
-		l.mu.Unlock()
+	defer l.mu.Unlock()
+	if l.stopped || l.flight[key] != nil {
 		cancel()
 		return false // an id already in flight: the library's to answer
 	}
 	l.flight[key] = &laneCall{cancel: cancel}
 	l.wg.Add(1)
-	l.mu.Unlock()
-	go l.serve(ctx, key, req.ID, req.Params.Name, args, req.Params.Meta)
+	j := laneJob{ctx: ctx, key: key, id: req.ID, name: req.Params.Name, args: args, meta: req.Params.Meta}
+	select {
+	case l.jobs <- j:
+	default:
+		go l.worker(j)
+	}
 	return true
+}
+
+// worker serves j, then waits for more while fewer than maxIdleWorkers
+// others wait.
+func (l *lane) worker(j laneJob) {
+	for {
+		l.serve(j)
+		if l.idle.Add(1) > maxIdleWorkers {
+			l.idle.Add(-1)
+			return
+		}
+		next, ok := <-l.jobs
+		l.idle.Add(-1)
+		if !ok {
+			return
+		}
+		j = next
+	}
 }
 
 // idKey is a request id's key in flight: the id's JSON when it is an
@@ -137,12 +178,13 @@ func idKey(raw json.RawMessage) (string, bool) {
 }
 
 // serve runs one call and writes its response.
-func (l *lane) serve(ctx context.Context, key string, id json.RawMessage, name string, args json.RawMessage, meta *mcp.Meta) {
+func (l *lane) serve(j laneJob) {
 	defer l.wg.Done()
-	res, err := l.run(ctx, name, args, meta)
+	id, name := j.id, j.name
+	res, err := l.run(j.ctx, name, j.args, j.meta)
 	l.mu.Lock()
-	c := l.flight[key]
-	delete(l.flight, key)
+	c := l.flight[j.key]
+	delete(l.flight, j.key)
 	l.mu.Unlock()
 	c.cancel()
 	if c.told {
@@ -267,17 +309,21 @@ func (l *lane) cancelled(line []byte) bool {
 }
 
 // stop cancels the calls in flight (stdin ended) and waits for them, as
-// the library does with its own.
+// the library does with its own, then ends the idle workers.
 func (l *lane) stop() {
 	if l == nil {
 		return
 	}
 	l.mu.Lock()
+	l.stopped = true
 	for _, c := range l.flight {
 		c.cancel()
 	}
 	l.mu.Unlock()
 	l.wg.Wait()
+	l.mu.Lock()
+	close(l.jobs)
+	l.mu.Unlock()
 }
 
 // schemas are the compiled input schemas of the gateway's tools, checked

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 
@@ -67,9 +68,15 @@ func runStdio(args []string) int {
 			defer pprof.StopCPUProfile()
 		}
 	}
+	if os.Getenv("GOMAXPROCS") == "" {
+		// One scheduler slot fewer than CPUs, so a stdio server's idle
+		// threads never contend with the client and the MCP servers behind
+		// it (README, "MCP servers behind evener-mcp", speed).
+		runtime.GOMAXPROCS(stdioProcs(runtime.NumCPU()))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	err := server.RunStdio(ctx, o, os.Stdin, os.Stdout)
+	err := server.RunStdio(ctx, o, pollableStdin(), os.Stdout)
 	if err != nil {
 		o.Log.Error(err.Error())
 		return 1
@@ -118,3 +125,11 @@ func parse(s *cli.FlagSet, args []string) (code int, ok bool) {
 	}
 	return 0, true
 }
+
+// stdioProcs is a stdio server's GOMAXPROCS on cpus CPUs: one fewer, at
+// least one. Every message of a stdio session is a short hand-off between
+// the client, this server and (for the gateway) the server behind it; a
+// second scheduler slot on a two-CPU machine woke another thread for each
+// hand-off, whose spinning took the CPU the downstream needed, and made a
+// forwarded call slower, not faster.
+func stdioProcs(cpus int) int { return max(1, cpus-1) }

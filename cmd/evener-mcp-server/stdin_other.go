@@ -1,0 +1,8 @@
+//go:build !linux
+
+package main
+
+import "os"
+
+// pollableStdin is standard input (see stdin_linux.go).
+func pollableStdin() *os.File { return os.Stdin }
