@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,8 +33,10 @@ func legacyBenchClient(b *testing.B, dir string, command string, args ...string)
 // in one run. The sandbox's start is paid once per session: start-ms is
 // the time from spawning each side to its first answered call. A third
 // side runs the server directly under the same sandbox (evener-mcp exec),
-// so ratio-boxed is the gateway's own hop. Ratios are medians of short
-// side-by-side rounds (see the loop).
+// so ratio-boxed is the gateway's own hop; a fourth runs it behind a bare
+// relay (internal/benchrelay), so ratio-relay is what any process between
+// client and server costs here. Ratios are medians of short side-by-side
+// rounds (see the loop).
 //
 //	go test ./integration -run '^$' -bench GatewayVsDirect -benchtime 3x
 func BenchmarkGatewayVsDirect(b *testing.B) {
@@ -93,6 +96,11 @@ func BenchmarkGatewayVsDirect(b *testing.B) {
 	lOurs := startLineClient(b, dir, binPath, "--sandbox", "workspace-write", "--sandbox-net", "off", "--workdir", dir, "--mcp-config", cfgPath)
 	lOurs.roundTrip(b, `{"jsonrpc":"2.0","id":"list","method":"tools/list"}`)
 	lDirect := startLineClient(b, dir, "node", script, dir)
+	// The same server behind a bare relay (internal/benchrelay): the floor
+	// of anything between a client and a stdio server.
+	relay := benchRelay(b)
+	relayed := legacyBenchClient(b, dir, relay, "node", script, dir)
+	lRelay := startLineClient(b, dir, relay, "node", script, dir)
 	lArgs := fmt.Sprintf(`{"path":%q}`, file)
 	for _, warm := range []func(){
 		func() { callN(b, ours, per0, "files__read_text_file", args) },
@@ -100,6 +108,8 @@ func BenchmarkGatewayVsDirect(b *testing.B) {
 		func() { callN(b, boxed, per0, "read_text_file", args) },
 		func() { lOurs.readN(b, per0, "files__read_text_file", lArgs) },
 		func() { lDirect.readN(b, per0, "read_text_file", lArgs) },
+		func() { callN(b, relayed, per0, "read_text_file", args) },
+		func() { lRelay.readN(b, per0, "read_text_file", lArgs) },
 	} {
 		warm() // the JIT of each node server, and each side's first allocations
 	}
@@ -122,8 +132,10 @@ func BenchmarkGatewayVsDirect(b *testing.B) {
 		{name: "boxed-direct", run: func() time.Duration { return callN(b, boxed, per, "read_text_file", args) }},
 		{name: "line-direct", run: func() time.Duration { return lDirect.readN(b, per, "read_text_file", lArgs) }},
 		{name: "line-gateway", run: func() time.Duration { return lOurs.readN(b, per, "files__read_text_file", lArgs) }},
+		{name: "relay", run: func() time.Duration { return callN(b, relayed, per, "read_text_file", args) }},
+		{name: "line-relay", run: func() time.Duration { return lRelay.readN(b, per, "read_text_file", lArgs) }},
 	}
-	var ratio, boxedRatio, lineRatio []float64
+	var ratio, boxedRatio, lineRatio, relayRatio, lineRelayRatio []float64
 	b.ResetTimer()
 	for r := 0; r < rounds; r++ {
 		for i := range sides {
@@ -137,6 +149,8 @@ func BenchmarkGatewayVsDirect(b *testing.B) {
 		ratio = append(ratio, sides[1].last.Seconds()/sides[0].last.Seconds())
 		boxedRatio = append(boxedRatio, sides[1].last.Seconds()/sides[2].last.Seconds())
 		lineRatio = append(lineRatio, sides[4].last.Seconds()/sides[3].last.Seconds())
+		relayRatio = append(relayRatio, sides[5].last.Seconds()/sides[0].last.Seconds())
+		lineRelayRatio = append(lineRelayRatio, sides[6].last.Seconds()/sides[3].last.Seconds())
 	}
 	for _, sd := range sides {
 		b.ReportMetric(float64(sd.tot.Microseconds())/float64(per*rounds), sd.name+"-us/call")
@@ -146,6 +160,8 @@ func BenchmarkGatewayVsDirect(b *testing.B) {
 	b.ReportMetric(medianRatio(boxedRatio), "ratio-boxed")
 	b.ReportMetric(medianRatio(lineRatio), "ratio-line")
 	b.ReportMetric(sides[4].tot.Seconds()/sides[3].tot.Seconds(), "ratio-line-total")
+	b.ReportMetric(medianRatio(relayRatio), "ratio-relay")
+	b.ReportMetric(medianRatio(lineRelayRatio), "ratio-line-relay")
 	b.ReportMetric(float64(oStart.Milliseconds()), "gateway-start-ms")
 	b.ReportMetric(float64(dStart.Milliseconds()), "direct-start-ms")
 }
@@ -186,6 +202,7 @@ func BenchmarkGatewayVsDirectTS(b *testing.B) {
 			{"name": "direct", "command": "node", "args": []string{script, dir}, "env": env, "cwd": dir, "tool": "read_text_file"},
 			{"name": "gateway", "command": binPath, "args": []string{"--sandbox", "workspace-write", "--sandbox-net", "off", "--workdir", dir, "--mcp-config", cfgPath, "--log-level", "error"},
 				"env": env, "cwd": dir, "tool": "files__read_text_file"},
+			{"name": "relay", "command": benchRelay(b), "args": []string{"node", script, dir}, "env": env, "cwd": dir, "tool": "read_text_file"},
 		},
 		"arguments": map[string]any{"path": file},
 		"rounds":    40 * b.N, "per": 50, "warm": 200,
@@ -204,7 +221,30 @@ func BenchmarkGatewayVsDirectTS(b *testing.B) {
 	if err := json.Unmarshal(out, &m); err != nil {
 		b.Fatalf("bench.mjs wrote %q: %v", out, err)
 	}
-	for _, k := range []string{"direct-us/call", "gateway-us/call", "gateway-ratio", "gateway-ratio-total"} {
+	for _, k := range []string{"direct-us/call", "gateway-us/call", "relay-us/call", "gateway-ratio", "gateway-ratio-total", "relay-ratio"} {
 		b.ReportMetric(m[k], strings.Replace(k, "gateway-ratio", "ratio", 1))
 	}
+}
+
+var relayOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// benchRelay builds internal/benchrelay (once per run) and returns it.
+func benchRelay(b *testing.B) string {
+	b.Helper()
+	relayOnce.Do(func() {
+		relayOnce.path = filepath.Join(baseDir, "benchrelay")
+		cmd := exec.Command("go", "build", "-o", relayOnce.path, "../internal/benchrelay")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			relayOnce.err = fmt.Errorf("build benchrelay: %v\n%s", err, out)
+		}
+	})
+	if relayOnce.err != nil {
+		b.Fatal(relayOnce.err)
+	}
+	return relayOnce.path
 }

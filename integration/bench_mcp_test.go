@@ -45,6 +45,10 @@ func benchClientAt(b *testing.B, version, dir string, command string, args ...st
 				// A developer's knob (cmd/evener-mcp-server): profile our side.
 				cmd.Env = append(cmd.Env, "EVENER_MCP_CPUPROFILE="+p)
 			}
+			if p := os.Getenv("EVENER_BENCH_GOMAXPROCS"); p != "" && command == binPath {
+				// A developer's knob: our server's GOMAXPROCS, for an A/B.
+				cmd.Env = append(cmd.Env, "GOMAXPROCS="+p)
+			}
 			return cmd, nil
 		}))
 	if err != nil {

@@ -22,6 +22,7 @@ fi
 go test ./integration/ -run '^$' -count 1 -bench 'ExecVsBwrap|ShellVsBwrap' -benchtime "${n}x"
 go test ./integration/ -run '^$' -count 1 -bench 'ReadFileVsReference' -benchtime 3x
 go test ./integration/ -run '^$' -count 1 -bench 'GrepVsRipgrep' -benchtime 10x
+go test ./integration/ -run '^$' -count 1 -bench 'GatewayVsDirect' -benchtime 3x
 go test ./egress/ -run '^$' -count 1 -bench 'ConnectThroughput' -benchtime 4x
 # Streamable HTTP: 100 concurrent sessions x 40 calls (throughput, leak
 # counts) and the server's memory per idle session.

@@ -45,6 +45,10 @@ func (h *Hub) call(f tools.Facts) mcpserver.ToolHandlerFunc {
 			}
 			defer release()
 		}
+		// A tool that computes over many files runs with every CPU.
+		if f.Computes {
+			defer h.procs.hold()()
+		}
 		started := time.Now()
 		// 4. PreToolUse hooks: a block refuses the call before it runs.
 		hc, blocked := s.hooks.before(ctx, f.Name, req.GetRawArguments())

@@ -60,6 +60,8 @@ type Hub struct {
 	streams streams
 	// lane serves the gateway's calls over stdio (lane.go); nil over HTTP.
 	lane *lane
+	// procs raises GOMAXPROCS while a tool computes (procs.go).
+	procs *procs
 	// persist keeps the sessions' records (serve --persist-sessions,
 	// persist.go); nil without the flag.
 	persist *persistStore
@@ -71,7 +73,7 @@ type Hub struct {
 // session.
 func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, error) {
 	o.said = new(sync.Map)
-	h := &Hub{o: o, stdio: stdio, maxSess: maxSessions, sessions: map[string]*Session{}}
+	h := &Hub{o: o, stdio: stdio, maxSess: maxSessions, sessions: map[string]*Session{}, procs: newProcs(o.ComputeProcs)}
 	h.o.notify = h.notify
 	h.o.gw = &gatewayHub{h: h, registered: map[string]bool{}}
 	h.announceGateway()

@@ -86,6 +86,9 @@ type Options struct {
 	resumeID, resumeScratch string
 	// Metrics receives the server's counts (metrics.go); nil keeps none.
 	Metrics *metrics.Metrics
+	// ComputeProcs, when above the runtime's GOMAXPROCS, is its value
+	// while a tool that Computes runs (procs.go); 0 leaves it alone.
+	ComputeProcs int
 }
 
 func (o Options) warn(format string, args ...any) {

@@ -40,7 +40,7 @@ const globOutputSchema = `{
 // Glob lists the paths matching a pattern, honouring ignore files, in a
 // stable (sorted) order, capped with a truncation flag.
 // globFacts are glob's facts.
-var globFacts = Facts{Name: "glob", Files: true}
+var globFacts = Facts{Name: "glob", Files: true, Computes: true}
 
 func Glob(d Deps) Tool {
 	tool := mcp.NewTool("glob",

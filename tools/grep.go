@@ -80,7 +80,7 @@ const grepOutputSchema = `{
 // Grep searches file contents with a linear-time regular expression or a
 // literal, honouring ignore files and skipping binaries, capped.
 // grepFacts are grep's facts.
-var grepFacts = Facts{Name: "grep", Files: true}
+var grepFacts = Facts{Name: "grep", Files: true, Computes: true}
 
 func Grep(d Deps) Tool {
 	tool := mcp.NewTool("grep",

@@ -117,6 +117,10 @@ type Facts struct {
 	// a session without a tool that Changes files gets the "read" ones
 	// only; "" for every other tool.
 	Memory string
+	// Computes says the tool's work is the server's own CPU across many
+	// files (grep, glob): a stdio server, which otherwise keeps a
+	// scheduler slot fewer than CPUs, uses every CPU while one runs.
+	Computes bool
 }
 
 // constructors build each tool, in the order they are published.

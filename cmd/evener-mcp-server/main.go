@@ -71,8 +71,10 @@ func runStdio(args []string) int {
 	if os.Getenv("GOMAXPROCS") == "" {
 		// One scheduler slot fewer than CPUs, so a stdio server's idle
 		// threads never contend with the client and the MCP servers behind
-		// it (README, "MCP servers behind evener-mcp", speed).
-		runtime.GOMAXPROCS(stdioProcs(runtime.NumCPU()))
+		// it, every CPU while grep or glob runs (README, "MCP servers
+		// behind evener-mcp", speed).
+		o.ComputeProcs = runtime.NumCPU()
+		runtime.GOMAXPROCS(stdioProcs(o.ComputeProcs))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
