@@ -1,9 +1,10 @@
 // Package gateway runs the user's other stdio MCP servers behind evener-mcp
 // (README, "MCP servers behind evener-mcp"): one instance of each configured
 // server per session, spawned through the session's launcher under the
-// session's policy, spoken to with the MCP library's client over the
-// process's pipes, restarted with backoff a bounded number of times, killed
-// with the session.
+// session's policy, spoken to with the MCP library's client over a
+// connection of our own on the process's pipes (conn.go: each line decoded
+// once, a tool call written and its result returned as bytes), restarted
+// with backoff a bounded number of times, killed with the session.
 package gateway
 
 import (
