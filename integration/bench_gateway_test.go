@@ -41,19 +41,7 @@ func legacyBenchClient(b *testing.B, dir string, command string, args ...string)
 //	go test ./integration -run '^$' -bench GatewayVsDirect -benchtime 3x
 func BenchmarkGatewayVsDirect(b *testing.B) {
 	const per0 = 200
-	dir := b.TempDir()
-	file := filepath.Join(dir, "small.txt")
-	if err := os.WriteFile(file, []byte("hello, world\nsecond line\n"), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	script := serverScript(b, "server-filesystem")
-	cfg, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"files": map[string]any{
-		"command": "node", "args": []string{script, dir}, "network": "off",
-		"grants": []string{filepath.Join(downstream(b), "node_modules")}}}})
-	cfgPath := filepath.Join(b.TempDir(), "mcp.json")
-	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
-		b.Fatal(err)
-	}
+	dir, file, script, cfgPath := gatewayBenchFixture(b)
 	args := map[string]any{"path": file}
 	first := func(call func() error) time.Duration {
 		start := time.Now()
@@ -183,19 +171,7 @@ func medianRatio(xs []float64) float64 {
 //
 //	go test ./integration -run '^$' -bench GatewayVsDirectTS -benchtime 1x
 func BenchmarkGatewayVsDirectTS(b *testing.B) {
-	dir := b.TempDir()
-	file := filepath.Join(dir, "small.txt")
-	if err := os.WriteFile(file, []byte("hello, world\nsecond line\n"), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	script := serverScript(b, "server-filesystem")
-	cfg, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"files": map[string]any{
-		"command": "node", "args": []string{script, dir}, "network": "off",
-		"grants": []string{filepath.Join(downstream(b), "node_modules")}}}})
-	cfgPath := filepath.Join(b.TempDir(), "mcp.json")
-	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
-		b.Fatal(err)
-	}
+	dir, file, script, cfgPath := gatewayBenchFixture(b)
 	env := map[string]string{"HOME": os.Getenv("HOME"), "PATH": os.Getenv("PATH")}
 	plan, _ := json.Marshal(map[string]any{
 		"sides": []map[string]any{
@@ -247,4 +223,24 @@ func benchRelay(b *testing.B) string {
 		b.Fatal(relayOnce.err)
 	}
 	return relayOnce.path
+}
+
+// gatewayBenchFixture is the gateway benchmarks' worktree, its small file,
+// the filesystem server's script and a --mcp-config file naming it.
+func gatewayBenchFixture(b *testing.B) (dir, file, script, cfgPath string) {
+	b.Helper()
+	dir = b.TempDir()
+	file = filepath.Join(dir, "small.txt")
+	if err := os.WriteFile(file, []byte("hello, world\nsecond line\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	script = serverScript(b, "server-filesystem")
+	cfg, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"files": map[string]any{
+		"command": "node", "args": []string{script, dir}, "network": "off",
+		"grants": []string{filepath.Join(downstream(b), "node_modules")}}}})
+	cfgPath = filepath.Join(b.TempDir(), "mcp.json")
+	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return dir, file, script, cfgPath
 }

@@ -120,50 +120,33 @@ func TestGatewayLane(t *testing.T) {
 // everything else, and returns its id as JSON.
 func (r *rawConn) serverRequest(method string) string {
 	r.t.Helper()
-	deadline := time.After(30 * time.Second)
-	for {
-		select {
-		case l, ok := <-r.lines:
-			if !ok {
-				r.t.Fatalf("server closed its output waiting for %s", method)
-			}
-			var m struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-			}
-			if json.Unmarshal([]byte(l), &m) == nil && m.Method == method && m.ID != nil {
-				return string(m.ID)
-			}
-		case <-deadline:
-			r.t.Fatalf("the server never sent %s", method)
-		}
-	}
+	var id string
+	r.readUntil("the server's "+method, func(l string) bool {
+		m := idAndMethod(l)
+		id = string(m.ID)
+		return m.Method == method && m.ID != nil
+	})
+	return id
 }
 
 // until returns every line the server writes up to and including the
 // response whose id is the JSON id.
 func (r *rawConn) until(id string) []string {
 	r.t.Helper()
-	var out []string
-	deadline := time.After(30 * time.Second)
-	for {
-		select {
-		case l, ok := <-r.lines:
-			if !ok {
-				r.t.Fatalf("server closed its output waiting for id %s", id)
-			}
-			out = append(out, l)
-			var m struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-			}
-			if json.Unmarshal([]byte(l), &m) == nil && m.Method == "" && string(m.ID) == id {
-				return out
-			}
-		case <-deadline:
-			r.t.Fatalf("no response for id %s; lines: %q", id, out)
-		}
-	}
+	return r.readUntil("the response for id "+id, func(l string) bool {
+		m := idAndMethod(l)
+		return m.Method == "" && string(m.ID) == id
+	})
+}
+
+// idAndMethod reads a line's id (as JSON) and method, zero when it is not
+// JSON.
+func idAndMethod(l string) (m struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+}) {
+	_ = json.Unmarshal([]byte(l), &m)
+	return m
 }
 
 // expectRaw is expect for an id given as JSON (so "7" and 7 differ).

@@ -103,25 +103,37 @@ func (r *rawConn) send(line string) {
 // expect waits for the response with the given id (skipping notifications).
 func (r *rawConn) expect(id any) map[string]any {
 	r.t.Helper()
+	var m map[string]any
+	r.readUntil(fmt.Sprintf("the response for id %v", id), func(l string) bool {
+		m = nil
+		if json.Unmarshal([]byte(l), &m) != nil {
+			r.t.Fatalf("server wrote a non-JSON line: %q", l)
+		}
+		_, isNote := m["method"]
+		return !isNote && fmt.Sprint(m["id"]) == fmt.Sprint(id)
+	})
+	return m
+}
+
+// readUntil returns the lines the server writes up to and including the
+// first that done accepts, failing the test after 30 s or at the end of
+// the output; what names the line awaited.
+func (r *rawConn) readUntil(what string, done func(line string) bool) []string {
+	r.t.Helper()
+	var out []string
 	deadline := time.After(30 * time.Second)
 	for {
 		select {
 		case l, ok := <-r.lines:
 			if !ok {
-				r.t.Fatalf("server closed its output waiting for id %v", id)
+				r.t.Fatalf("server closed its output waiting for %s", what)
 			}
-			var m map[string]any
-			if json.Unmarshal([]byte(l), &m) != nil {
-				r.t.Fatalf("server wrote a non-JSON line: %q", l)
-			}
-			if _, isNote := m["method"]; isNote {
-				continue
-			}
-			if fmt.Sprint(m["id"]) == fmt.Sprint(id) {
-				return m
+			out = append(out, l)
+			if done(l) {
+				return out
 			}
 		case <-deadline:
-			r.t.Fatalf("no response for id %v", id)
+			r.t.Fatalf("no %s; lines: %q", what, out)
 		}
 	}
 }
