@@ -67,6 +67,31 @@ func TestGatewayLane(t *testing.T) {
 			}
 		}
 
+		// Calls in flight together each get their own answer.
+		for i := 0; i < 24; i++ {
+			r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"c%d","method":"tools/call","params":{"name":"crashy__strict","arguments":{"name":"n%d"}}}`, i, i))
+		}
+		answered := map[string]string{}
+		r.readUntil("24 answers", func(l string) bool {
+			var m struct {
+				ID     string `json:"id"`
+				Result struct {
+					Structured struct {
+						Greeted string `json:"greeted"`
+					} `json:"structuredContent"`
+				} `json:"result"`
+			}
+			if json.Unmarshal([]byte(l), &m) == nil && strings.HasPrefix(m.ID, "c") {
+				answered[m.ID] = m.Result.Structured.Greeted
+			}
+			return len(answered) == 24
+		})
+		for i := 0; i < 24; i++ {
+			if got := answered[fmt.Sprintf("c%d", i)]; got != fmt.Sprintf("n%d", i) {
+				t.Errorf("concurrent call c%d answered %q", i, got)
+			}
+		}
+
 		// The tool's input schema holds on the lane.
 		r.send(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"crashy__strict","arguments":{"name":5}}}`)
 		if m := r.expect(9); !isToolError(m) || !strings.Contains(fmt.Sprint(m["result"]), "input schema validation failed") {
