@@ -417,12 +417,11 @@ func (s *Server) onNotification(n mcp.JSONRPCNotification) {
 // A server that is not up, or that dies during the call, gives an error
 // wrapping ErrUnavailable.
 //
-// The request is written as bytes on the server's connection (conn) and the
-// result comes back with its content items as the server wrote them
-// (Content): what is
-// decoded here is only what the call pipeline reads (isError, _meta), so a
-// result is not decoded into the library's types and encoded again on its
-// way through (README, "MCP servers behind evener-mcp", speed).
+// The request is written as bytes on the server's connection (conn) and
+// the result comes back with its content items as the server wrote them
+// (Content): only what the call pipeline reads (isError, _meta) is
+// decoded, so a result is not decoded into the library's types and encoded
+// again on its way through (README, "MCP servers behind evener-mcp").
 func (s *Server) Call(ctx context.Context, tool string, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	s.mu.Lock()
 	cli, failure, exited := s.cli, s.failure, s.exited
