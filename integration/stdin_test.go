@@ -11,12 +11,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestStdinNotAPipe: a stdio server reads a pipe or a socket through the
 // runtime's poller (cmd/evener-mcp-server, stdin_linux.go); any other
 // standard input, here a regular file of requests, is read as it is and
-// answered.
+// answered. A pipe it was given is left in blocking mode when it ends, for
+// whoever shares it.
 func TestStdinNotAPipe(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		e := newEnv(t, id)
@@ -58,6 +61,48 @@ func TestStdinNotAPipe(t *testing.T) {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("no %s in the answers to a file of requests:\n%s", want, out.String())
 			}
+		}
+
+		// A pipe: answered, and left blocking.
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pr.Close()
+		body, _ := os.ReadFile(reqs)
+		cmd = exec.Command(binPath)
+		cmd.Env = e.serverEnv(t)
+		cmd.Dir = e.work
+		cmd.Stdin = pr
+		out.Reset()
+		cmd.Stdout = &out
+		cmd.SysProcAttr = nil
+		if !e.id.root && os.Geteuid() == 0 {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(e.id.uid), Gid: uint32(e.id.gid)}}
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = pw.Write(body)
+		time.Sleep(500 * time.Millisecond) // answered before the end of input cancels anything
+		pw.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("the server over a pipe: %v", err)
+		}
+		if !strings.Contains(out.String(), `"id":1,"result":{"tools":[`) {
+			t.Errorf("no tools/list answer over a pipe:\n%s", out.String())
+		}
+		rc, err := pr.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var flags int
+		_ = rc.Control(func(fd uintptr) { flags, err = unix.FcntlInt(fd, unix.F_GETFL, 0) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if flags&unix.O_NONBLOCK != 0 {
+			t.Errorf("the server left its standard input pipe non-blocking")
 		}
 	})
 }

@@ -78,7 +78,9 @@ func runStdio(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	err := server.RunStdio(ctx, o, pollableStdin(), os.Stdout)
+	stdin, restore := pollableStdin()
+	defer restore()
+	err := server.RunStdio(ctx, o, stdin, os.Stdout)
 	if err != nil {
 		o.Log.Error(err.Error())
 		return 1

@@ -5,4 +5,4 @@ package main
 import "os"
 
 // pollableStdin is standard input (see stdin_linux.go).
-func pollableStdin() *os.File { return os.Stdin }
+func pollableStdin() (*os.File, func()) { return os.Stdin, func() {} }
