@@ -107,7 +107,9 @@ func TestGatewayRestrictedGrants(t *testing.T) {
 		entry["grants"] = []string{"/usr"} // a shared tree: refused
 		cfg := e.mcpConfig(t, map[string]any{"files": entry})
 		m := e.mcp(t, "--sandbox", "restricted", "--mcp-config", cfg)
-		if !strings.Contains(m.stderr.String(), "mcp_servers.files: grant /usr refused") {
+		// The server writes it before its initialize answer; the test's
+		// copy of its stderr runs on a goroutine of its own.
+		if !waitFor(5*time.Second, func() bool { return strings.Contains(m.stderr.String(), "mcp_servers.files: grant /usr refused") }) {
 			t.Errorf("no warning about the refused grant:\n%s", m.stderr.String())
 		}
 		if names := m.toolNames(t); slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "files__") }) {
@@ -181,7 +183,7 @@ func TestGatewayProjectDeclaresNothing(t *testing.T) {
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("a project file's server ran")
 	}
-	if !strings.Contains(m.stderr.String(), "ignoring mcp_servers") {
+	if !waitFor(5*time.Second, func() bool { return strings.Contains(m.stderr.String(), "ignoring mcp_servers") }) {
 		t.Errorf("no warning about the project's mcp_servers:\n%s", m.stderr.String())
 	}
 }
@@ -475,7 +477,7 @@ func TestGatewayReadmeConfig(t *testing.T) {
 				t.Fatalf("no %s in %v\n%s", want, names, m.stderr.String())
 			}
 		}
-		if !strings.Contains(m.stderr.String(), "skipping remote: only stdio servers") {
+		if !waitFor(5*time.Second, func() bool { return strings.Contains(m.stderr.String(), "skipping remote: only stdio servers") }) {
 			t.Errorf("no warning naming the http entry:\n%s", m.stderr.String())
 		}
 		r := m.call(t, "files__read_text_file", map[string]any{"path": filepath.Join(e.work, "README")})

@@ -119,7 +119,9 @@ func TestMCPDelegateFloor(t *testing.T) {
 			if !strings.Contains(m.init.Instructions, want) {
 				t.Errorf("%s: the preamble does not say %q:\n%s", mode, want, m.init.Instructions)
 			}
-			if !strings.Contains(m.stderr.String(), "read-only") && !strings.Contains(m.stderr.String(), "writes blocked") {
+			if !waitFor(5*time.Second, func() bool {
+				return strings.Contains(m.stderr.String(), "read-only") || strings.Contains(m.stderr.String(), "writes blocked")
+			}) {
 				t.Errorf("%s: the startup line does not say the floor:\n%s", mode, m.stderr.String())
 			}
 			r := m.call(t, "shell", map[string]any{"command": "echo x > planted.txt; cat README"})
