@@ -319,11 +319,7 @@ func TestGatewayStdioClose(t *testing.T) {
 func TestGatewayPipeline(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		e := newEnv(t, id)
-		pre := hookScript(t, filepath.Join(e.root, "hooks"), "no-crash", `in=$(cat)
-case "$in" in
-  *'"tool_name":"crashy__crash"'*) echo "crashing is not allowed" >&2; exit 2 ;;
-esac
-exit 0`)
+		pre := blockingHook(t, filepath.Join(e.root, "hooks"), "no-crash", `*'"tool_name":"crashy__crash"'*`, "crashing is not allowed")
 		hooks := hookConfig(t, e, "hooks", hookDef{event: "PreToolUse", matcher: "crashy__.*", command: pre})
 		cfg := e.mcpConfig(t, map[string]any{"crashy": map[string]any{"command": "node", "args": []string{e.script(t, "crashy.cjs", crashyServer)}}})
 		m := e.mcp(t, "--config", hooks, "--mcp-config", cfg)

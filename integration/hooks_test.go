@@ -34,6 +34,18 @@ func hookScript(t *testing.T, dir, name, body string) string {
 	return p
 }
 
+// blockingHook writes a PreToolUse hook that blocks (exit 2, why on
+// stderr) a call whose hook input matches the shell case pattern, and lets
+// every other call pass.
+func blockingHook(t *testing.T, dir, name, pattern, why string) string {
+	t.Helper()
+	return hookScript(t, dir, name, `in=$(cat)
+case "$in" in
+  `+pattern+`) echo "`+why+`" >&2; exit 2 ;;
+esac
+exit 0`)
+}
+
 // hookConfig writes a trusted configuration file declaring hs and returns
 // the path to pass with --config.
 func hookConfig(t *testing.T, e *env, name string, hs ...hookDef) string {

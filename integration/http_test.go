@@ -135,11 +135,7 @@ func TestHTTPHooks(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		e := newEnv(t, id)
 		dir := filepath.Join(e.root, "hooks")
-		pre := hookScript(t, dir, "no-forbidden-word", `in=$(cat)
-case "$in" in
-  *forbidden-word*) echo "commands may not say forbidden-word" >&2; exit 2 ;;
-esac
-exit 0`)
+		pre := blockingHook(t, dir, "no-forbidden-word", `*forbidden-word*`, "commands may not say forbidden-word")
 		cfg := hookConfig(t, e, "hooks", hookDef{event: "PreToolUse", matcher: "shell", command: pre})
 		srv := e.serve(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--config", cfg)
 		a := srv.mustConnect(t, clientOpts{})

@@ -62,6 +62,28 @@ func (p *persistent) shell(t *testing.T, srv *httpServer, cmd string) (int, stri
 
 var scratchOut = regexp.MustCompile(`scratch=(/[^\s"\\]+)`)
 
+// persistedSession starts serve with flags, opens a session and runs a
+// shell call (before, then printing the scratch), and returns the server,
+// the session and its scratch directory.
+func persistedSession(t *testing.T, e *env, before string, flags ...string) (*httpServer, *persistent, string) {
+	t.Helper()
+	srv := e.serve(t, flags...)
+	p := rawInit(t, srv)
+	return srv, p, p.scratch(t, srv, before)
+}
+
+// scratch runs before and then prints the session's scratch in a shell
+// call, and returns the scratch directory.
+func (p *persistent) scratch(t *testing.T, srv *httpServer, before string) string {
+	t.Helper()
+	code, out := p.shell(t, srv, before+`echo scratch=$TMPDIR`)
+	m := scratchOut.FindStringSubmatch(out)
+	if code != 200 || m == nil {
+		t.Fatalf("no scratch from a shell call (%d):\n%s", code, out)
+	}
+	return m[1]
+}
+
 // TestHTTPPersistSessions: with --persist-sessions, SIGTERM ends a
 // session's processes but keeps its record and scratch; the next server on
 // the same state directory resumes the session from its Mcp-Session-Id:
@@ -72,14 +94,7 @@ func TestHTTPPersistSessions(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		e := newEnv(t, id)
 		flags := []string{"--persist-sessions", "--sandbox", "workspace-write", "--sandbox-net", "off"}
-		srv := e.serve(t, flags...)
-		p := rawInit(t, srv)
-		code, out := p.shell(t, srv, `echo x > "$TMPDIR/marker" && echo scratch=$TMPDIR`)
-		m := scratchOut.FindStringSubmatch(out)
-		if code != 200 || m == nil {
-			t.Fatalf("shell before the restart (%d):\n%s", code, out)
-		}
-		scratch := m[1]
+		srv, p, scratch := persistedSession(t, e, `echo x > "$TMPDIR/marker" && `, flags...)
 		record := filepath.Join(e.home, ".local", "state", "evener-mcp", "sessions", p.sid+".json")
 		if fi, err := os.Stat(record); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("the session's record %s: %v %v", record, fi, err)
@@ -125,7 +140,7 @@ func TestHTTPPersistSessions(t *testing.T) {
 		}
 
 		srv2 := e.serve(t, flags...)
-		code, out = p.shell(t, srv2, `cat "$TMPDIR/marker"; echo scratch=$TMPDIR`)
+		code, out := p.shell(t, srv2, `cat "$TMPDIR/marker"; echo scratch=$TMPDIR`)
 		if m := scratchOut.FindStringSubmatch(out); code != 200 || m == nil || m[1] != scratch || !strings.Contains(out, `x\n`) {
 			t.Fatalf("the resumed session (%d), want scratch %s with its marker:\n%s\n%s", code, scratch, out, srv2.stderr.String())
 		}
@@ -176,14 +191,7 @@ func TestHTTPPersistFailClosed(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		e := newEnv(t, id)
 		flags := []string{"--persist-sessions", "--sandbox-net", "off"}
-		srv := e.serve(t, flags...)
-		p := rawInit(t, srv)
-		code, out := p.shell(t, srv, `echo x > "$TMPDIR/marker" && echo scratch=$TMPDIR`)
-		m := scratchOut.FindStringSubmatch(out)
-		if code != 200 || m == nil {
-			t.Fatalf("shell before the restart (%d):\n%s", code, out)
-		}
-		scratch := m[1]
+		srv, p, scratch := persistedSession(t, e, `echo x > "$TMPDIR/marker" && `, flags...)
 		srv.stop(t)
 		record := filepath.Join(e.home, ".local", "state", "evener-mcp", "sessions", p.sid+".json")
 
@@ -203,7 +211,7 @@ func TestHTTPPersistFailClosed(t *testing.T) {
 			t.Logf("control: the server without bwrap said:\n%s", srv2.stderr.String())
 		}
 		ran := filepath.Join(e.work, "ran")
-		code, out = p.shell(t, srv2, "echo ran > "+ran)
+		code, out := p.shell(t, srv2, "echo ran > "+ran)
 		if code != 503 || !strings.Contains(out, "workspace-write") || !strings.Contains(out, "bwrap") || !strings.Contains(out, `"error"`) {
 			t.Errorf("the resume on a host without bubblewrap (%d), want 503 naming the mode and bwrap:\n%s", code, out)
 		}
@@ -279,14 +287,7 @@ func TestHTTPPersistIdleExpiry(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		e := newEnv(t, id)
 		flags := []string{"--persist-sessions", "--sandbox", "workspace-write", "--sandbox-net", "off", "--idle-timeout", "4s"}
-		srv := e.serve(t, flags...)
-		p := rawInit(t, srv)
-		_, out := p.shell(t, srv, `echo scratch=$TMPDIR`)
-		m := scratchOut.FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("no scratch:\n%s", out)
-		}
-		scratch := m[1]
+		srv, p, scratch := persistedSession(t, e, "", flags...)
 		record := filepath.Join(e.home, ".local", "state", "evener-mcp", "sessions", p.sid+".json")
 		srv.stop(t)
 		if _, err := os.Stat(scratch); err != nil {
@@ -307,33 +308,25 @@ func TestHTTPPersistIdleExpiry(t *testing.T) {
 		// A record left by a server stopped just now expires while the
 		// next one runs: the periodic sweep removes it, with its scratch.
 		r := rawInit(t, srv2)
-		_, out = r.shell(t, srv2, `echo scratch=$TMPDIR`)
-		mr := scratchOut.FindStringSubmatch(out)
-		if mr == nil {
-			t.Fatalf("no scratch:\n%s", out)
-		}
+		rscratch := r.scratch(t, srv2, "")
 		rrec := filepath.Join(filepath.Dir(record), r.sid+".json")
 		srv2.stop(t)
 		srv2 = e.serve(t, flags...)
 		if _, err := os.Stat(rrec); err != nil {
 			t.Fatalf("control: a fresh record did not survive the restart: %v", err)
 		}
-		if !bothGone(rrec, mr[1]) {
+		if !bothGone(rrec, rscratch) {
 			t.Errorf("a record that expired while the server ran survived, or its scratch did")
 		}
 
 		// A live session idle past the timeout ends, record and scratch.
 		q := rawInit(t, srv2)
-		_, out = q.shell(t, srv2, `echo scratch=$TMPDIR`)
-		m = scratchOut.FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("no scratch:\n%s", out)
-		}
+		qscratch := q.scratch(t, srv2, "")
 		qrec := filepath.Join(filepath.Dir(record), q.sid+".json")
 		if _, err := os.Stat(qrec); err != nil {
 			t.Fatalf("control: no record for the live session: %v", err)
 		}
-		if !bothGone(qrec, m[1]) {
+		if !bothGone(qrec, qscratch) {
 			t.Errorf("an idle live session's record or scratch survived its expiry")
 		}
 	})

@@ -254,11 +254,7 @@ func freePort(t *testing.T) int {
 func TestTerminalHooksAuditDelegate(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		e := newEnv(t, id)
-		pre := hookScript(t, filepath.Join(e.root, "hooks"), "no-forbidden-word", `in=$(cat)
-case "$in" in
-  *'"tool_name":"terminal_start"'*forbidden-word*) echo "terminals may not say forbidden-word" >&2; exit 2 ;;
-esac
-exit 0`)
+		pre := blockingHook(t, filepath.Join(e.root, "hooks"), "no-forbidden-word", `*'"tool_name":"terminal_start"'*forbidden-word*`, "terminals may not say forbidden-word")
 		cfg := hookConfig(t, e, "hooks", hookDef{event: "PreToolUse", matcher: "terminal_.*", command: pre})
 		m := e.mcp(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--config", cfg)
 		r := m.call(t, "terminal_start", map[string]any{"command": "echo forbidden-word > planted-by-blocked-terminal"})

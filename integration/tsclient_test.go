@@ -286,9 +286,7 @@ func TestTSClientStrict(t *testing.T) {
 				if out, err := exec.Command("git", "init", "-q", e.work).CombinedOutput(); err != nil {
 					t.Fatalf("git init: %v %s", err, out)
 				}
-				hook := hookScript(t, filepath.Join(e.root, "hooks"), "no-forbidden-word", `in=$(cat)
-case "$in" in *forbidden-word*) echo "commands may not say forbidden-word" >&2; exit 2 ;; esac
-exit 0`)
+				hook := blockingHook(t, filepath.Join(e.root, "hooks"), "no-forbidden-word", `*forbidden-word*`, "commands may not say forbidden-word")
 				cfg := hookConfig(t, e, "strict", hookDef{event: "PreToolUse", matcher: "shell", command: hook})
 				flags := []string{"--sandbox", "workspace-write", "--sandbox-net", "off", "--config", cfg}
 				var plan tsPlan
