@@ -87,10 +87,6 @@ func (d *Dir) child(name string) string {
 	return filepath.Join(d.display, name)
 }
 
-func validChildName(name string) bool {
-	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
-}
-
 // Entries lists up to max children (max <= 0: all), sorted by name, each
 // described by fstatat(AT_SYMLINK_NOFOLLOW). Children whose real location
 // is masked are omitted. truncated says more children were left out.

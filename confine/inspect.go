@@ -239,6 +239,12 @@ func inspectGit(p *Policy, l *Layout, workdir string) error {
 	}
 	writeRoots := p.WriteRoots()
 	g := GitDir{Dir: common, BindWritable: !underAny(common, writeRoots)}
+	anchors := heldAnchors(p, l.Scratch)
+	if g.BindWritable {
+		// Bound writable outside the write roots: a command writes below it,
+		// not above it.
+		anchors = append(anchors, common)
+	}
 	dirs := []string{common}
 	for _, sub := range []string{"worktrees", "modules"} {
 		found, err := findGitDirs(filepath.Join(common, sub), 0)
@@ -249,7 +255,7 @@ func inspectGit(p *Policy, l *Layout, workdir string) error {
 	}
 	if !slices.Contains(dirs, gitDir) {
 		// A git dir outside the common dir's tree (unusual): pin it too.
-		surf, err := surfaces(gitDir)
+		surf, err := surfaces(gitDir, anchors)
 		if err != nil {
 			return err
 		}
@@ -262,7 +268,7 @@ func inspectGit(p *Policy, l *Layout, workdir string) error {
 				g.Chain = append(g.Chain, c)
 			}
 		}
-		surf, err := surfaces(d)
+		surf, err := surfaces(d, anchors)
 		if err != nil {
 			return err
 		}
@@ -331,12 +337,22 @@ func pinNested(p *Policy, l *Layout, common, gitDir, gitlink string) {
 }
 
 // surfaces returns the protected surfaces of git dir d, creating absent ones
-// (an empty file, an empty hooks directory, commondir holding ".").
-func surfaces(d string) ([]Entry, error) {
+// (an empty file, an empty hooks directory, commondir holding "."). d may
+// lie in a tree a running command writes (.git/modules/x is writable by
+// design), so it is reached as a HeldDir beneath anchors and every surface
+// is created relative to it, exclusively and never through a link: a name
+// flipped between absent and a symlink fails the spawn instead of making
+// the server write where the link points.
+func surfaces(d string, anchors []string) ([]Entry, error) {
+	hd, err := OpenHeld(d, anchors)
+	if err != nil {
+		return nil, fmt.Errorf("%w: git dir %s: %w", ErrUnsafeLayout, d, err)
+	}
+	defer hd.Close()
 	var out []Entry
 	for _, name := range gitSurfaces {
 		path := filepath.Join(d, name)
-		k, _ := lstatKind(path)
+		k := hd.Kind(name)
 		switch k {
 		case PathSymlink:
 			return nil, fmt.Errorf("%w: git surface %s is a symlink; remove it outside the sandbox", ErrUnsafeLayout, path)
@@ -346,13 +362,13 @@ func surfaces(d string) ([]Entry, error) {
 			var err error
 			switch name {
 			case "hooks":
-				err = os.Mkdir(path, 0o755)
+				err = hd.Mkdir(name, 0o755)
 				k = PathDir
 			case "commondir":
-				err = os.WriteFile(path, []byte(".\n"), 0o644)
+				err = hd.CreateFile(name, []byte(".\n"), 0o644)
 				k = PathFile
 			default:
-				err = os.WriteFile(path, nil, 0o644)
+				err = hd.CreateFile(name, nil, 0o644)
 				k = PathFile
 			}
 			if err != nil && !errors.Is(err, fs.ErrExist) {
@@ -360,13 +376,23 @@ func surfaces(d string) ([]Entry, error) {
 				// either (same user, fewer privileges).
 				continue
 			}
-			if k2, _ := lstatKind(path); k2 != k {
+			if k2 := hd.Kind(name); k2 != k {
 				return nil, fmt.Errorf("%w: git surface %s changed while it was created", ErrUnsafeLayout, path)
 			}
 		}
 		out = append(out, Entry{Path: path, Kind: k})
 	}
 	return out, nil
+}
+
+// heldAnchors are the roots below which a sandbox of p may write, from
+// which the server reaches what it creates there (HeldDir).
+func heldAnchors(p *Policy, scratch string, more ...string) []string {
+	a := append(p.WriteRoots(), p.StateRW()...)
+	if scratch != "" {
+		a = append(a, scratch)
+	}
+	return append(a, more...)
 }
 
 // findGitDirs lists git directories (holding HEAD) below dir, including

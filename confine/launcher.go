@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,7 +152,7 @@ func NewLauncherUnder(p *Policy, envPassthrough []string, parent string) (*Launc
 	}
 	s, err := launcherOver(p, envPassthrough, dir, hide)
 	if err != nil {
-		_ = os.Remove(dir)
+		_ = removeTree(dir)
 	}
 	return s, err
 }
@@ -250,7 +249,7 @@ func (s *Launcher) Close() error {
 		return nil
 	}
 	Phase("rm-scratch")
-	return removeAllForce(s.scratch)
+	return removeTree(s.scratch)
 }
 
 // Prepare resolves c against the policy: working directory, environment
@@ -449,17 +448,16 @@ func killTree(sp *spawn) {
 
 var sealOnce = sync.OnceValue(SealInheritedFDs)
 
-// removeAllForce removes dir even when a command left read-only directories
-// in it (the Go module cache does).
-func removeAllForce(dir string) error {
-	if err := os.RemoveAll(dir); err == nil {
-		return nil
+// removeTree removes dir and everything in it relative to its held parent
+// (HeldDir.RemoveAll: no link followed, read-only directories a command
+// left, the Go module cache's among them, made writable by descriptor).
+// dir's parent lies outside every tree a sandbox can write (TMPDIR, or
+// this server's private scratch parent).
+func removeTree(dir string) error {
+	pd, err := OpenHeld(filepath.Dir(dir), nil)
+	if err != nil {
+		return err
 	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(dir)
+	defer pd.Close()
+	return pd.RemoveAll(filepath.Base(dir))
 }

@@ -3,10 +3,13 @@ package confine
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // A session persisted across a server restart (README, "Sessions that
@@ -25,16 +28,62 @@ func (s *Launcher) KeepScratch() { s.keep.Store(true) }
 // CheckScratch verifies that dir is a scratch this server could have
 // created in parent: parent's direct child with a scratch's name, a real
 // directory (not a symbolic link), owned by this process's effective user,
-// mode 0700. parent must be canonical (symbolic links resolved).
+// in a parent that is this user's private directory (PrivateDir). parent
+// must be canonical (symbolic links resolved). A command in the sandbox can
+// change the scratch's mode (chmod $TMPDIR): the mode is set back to 0700
+// through the directory's own descriptor, reached from the held parent
+// without following a link, since nobody but this user can have made an
+// entry in a private parent.
 func CheckScratch(parent, dir string) error {
+	_, err := checkScratch(parent, dir)
+	return err
+}
+
+// checkScratch is CheckScratch, returning the held parent (to close).
+func checkScratch(parent, dir string) (*HeldDir, error) {
 	if parent == "" || !filepath.IsAbs(parent) || !filepath.IsAbs(dir) {
-		return errors.New("scratch and its parent must be absolute")
+		return nil, errors.New("scratch and its parent must be absolute")
 	}
 	if filepath.Clean(dir) != dir || filepath.Dir(dir) != parent || !scratchName.MatchString(filepath.Base(dir)) {
-		return errors.New("the scratch does not lie where this server puts scratch")
+		return nil, errors.New("the scratch does not lie where this server puts scratch")
 	}
-	if err := PrivateDir(dir); err != nil {
-		return fmt.Errorf("scratch: %w", err)
+	if err := PrivateDir(parent); err != nil {
+		return nil, fmt.Errorf("scratch parent: %w", err)
+	}
+	pd, err := OpenHeld(parent, nil)
+	if err != nil {
+		return nil, fmt.Errorf("scratch parent: %w", err)
+	}
+	if err := pd.restorePrivate(filepath.Base(dir)); err != nil {
+		pd.Close()
+		return nil, fmt.Errorf("scratch: %w", err)
+	}
+	return pd, nil
+}
+
+// restorePrivate checks that name in d is a directory of this process's
+// effective user and sets its mode back to 0700 (no set-id or sticky bit)
+// through its own descriptor.
+func (d *HeldDir) restorePrivate(name string) error {
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("%s: %w", name, fs.ErrNotExist)
+		}
+		return fmt.Errorf("%s is not a directory (a symbolic link or another file)", name)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s is not owned by this server's user", name)
+	}
+	if st.Mode&0o7777 != 0o700 {
+		if err := unix.Fchmod(fd, 0o700); err != nil {
+			return fmt.Errorf("%s: restore mode 0700: %w", name, err)
+		}
 	}
 	return nil
 }
@@ -75,10 +124,14 @@ func ReopenLauncherUnder(p *Policy, envPassthrough []string, parent, dir string)
 }
 
 // RemoveScratch removes a kept scratch dir of parent, once CheckScratch
-// holds for it (an expired persisted session).
+// holds for it (an expired persisted session), relative to the held
+// parent (HeldDir.RemoveAll). A scratch that is already gone gives an
+// error wrapping fs.ErrNotExist.
 func RemoveScratch(parent, dir string) error {
-	if err := CheckScratch(parent, dir); err != nil {
+	pd, err := checkScratch(parent, dir)
+	if err != nil {
 		return err
 	}
-	return removeAllForce(dir)
+	defer pd.Close()
+	return pd.RemoveAll(filepath.Base(dir))
 }

@@ -2,6 +2,7 @@ package confine
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,9 @@ func TestKeptScratch(t *testing.T) {
 	p := f.policy(t, ModeWorkspaceWrite)
 	parent, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(parent, 0o700); err != nil { // as the server's own scratch parent is
 		t.Fatal(err)
 	}
 	l, err := NewLauncherUnder(p, nil, parent)
@@ -63,7 +67,7 @@ func TestKeptScratch(t *testing.T) {
 	if err := os.Mkdir(named, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []string{link, wide, named, filepath.Join(parent, "evener-mcp-80"), other, filepath.Join(target, "..", "evener-mcp-77x"), parent, "evener-mcp-1", filepath.Join(f.wt, "evener-mcp-1")} {
+	for _, bad := range []string{link, named, filepath.Join(parent, "evener-mcp-80"), other, filepath.Join(target, "..", "evener-mcp-77x"), parent, "evener-mcp-1", filepath.Join(f.wt, "evener-mcp-1")} {
 		if _, err := ReopenLauncherUnder(p, nil, parent, bad); err == nil {
 			t.Errorf("reopened %s", bad)
 		}
@@ -73,6 +77,38 @@ func TestKeptScratch(t *testing.T) {
 	}
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("the symbolic link's target went: %v", err)
+	}
+	// A scratch its sandbox made 0755 (chmod $TMPDIR) is still this user's,
+	// in this user's private parent: its mode is set back and it is removed,
+	// read-only directories a command left in it included.
+	if err := os.MkdirAll(filepath.Join(wide, "ro", "deep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wide, "ro", "deep", "f"), []byte("x"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Join(wide, "ro", "deep"), filepath.Join(wide, "ro")} {
+		if err := os.Chmod(d, 0o555); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := CheckScratch(parent, wide); err != nil {
+		t.Errorf("a scratch chmod'ed 0755 by its sandbox: %v", err)
+	}
+	if fi, err := os.Stat(wide); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("mode not restored: %v %v", fi.Mode(), err)
+	}
+	if err := os.Chmod(wide, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveScratch(parent, wide); err != nil {
+		t.Errorf("remove a scratch chmod'ed 0755: %v", err)
+	}
+	if _, err := os.Lstat(wide); !os.IsNotExist(err) {
+		t.Errorf("the 0755 scratch is still there: %v", err)
+	}
+	if err := RemoveScratch(parent, wide); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("removing it again: %v, want not-exist", err)
 	}
 	if os.Geteuid() == 0 {
 		if err := os.Chown(target, 12345, 12345); err != nil {

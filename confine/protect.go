@@ -228,14 +228,8 @@ func inspectProtect(p *Policy, l *Layout) error {
 	for _, sp := range reals {
 		r := sp.path
 		if k, _ := lstatKind(r); k == PathAbsent && p.writes() && sp.start {
-			var root string
-			for _, w := range roots {
-				if Within(r, w) && len(w) > len(root) {
-					root = w
-				}
-			}
-			if root != "" && r != root {
-				if err := mkdirBeneath(root, r); err != nil {
+			if underAny(r, roots) && !slices.Contains(roots, r) {
+				if err := mkdirBeneath(roots, r); err != nil {
 					return fmt.Errorf("%w: protected path %s: %w", ErrUnsafeLayout, r, err)
 				}
 			}
@@ -306,26 +300,31 @@ func checkHardLinks(r string) error {
 	})
 }
 
-// mkdirBeneath creates the directories from root (exclusive) down to target,
-// refusing any component that exists as something other than a directory
-// (a symlink included).
-func mkdirBeneath(root, target string) error {
+// mkdirBeneath creates the directories down to target from the outermost
+// of roots holding it, relative to held descriptors (HeldDir.MkdirAll): a
+// component that exists as anything but a directory (a symlink included)
+// refuses, and nothing is ever created through a link.
+func mkdirBeneath(roots []string, target string) error {
+	root := ""
+	for _, w := range roots {
+		if Within(target, w) && (root == "" || len(w) < len(root)) {
+			root = w
+		}
+	}
 	rel, err := filepath.Rel(root, target)
-	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
-		return fmt.Errorf("not below %s", root)
+	if root == "" || err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("not below a write root")
 	}
-	cur := root
-	for _, c := range strings.Split(rel, string(filepath.Separator)) {
-		cur = filepath.Join(cur, c)
-		err := os.Mkdir(cur, 0o755)
-		if err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		if k, _ := lstatKind(cur); k != PathDir {
-			return fmt.Errorf("%s is not a directory", cur)
-		}
+	hd, err := OpenHeld(root, roots)
+	if err != nil {
+		return err
 	}
-	return nil
+	defer hd.Close()
+	made, err := hd.MkdirAll(rel, 0o755)
+	if err != nil {
+		return err
+	}
+	return made.Close()
 }
 
 // ProtectEntry is one spelling of a protected path found at spawn. Real

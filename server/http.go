@@ -117,9 +117,8 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 			return err
 		}
 		defer store.close()
-		if n := store.sweep(ho.IdleTimeout, time.Now(), func(string) bool { return false }); n > 0 {
-			o.logger().Info("removed the records of sessions idle past --idle-timeout", "count", n)
-		}
+		n, errs := store.sweep(ho.IdleTimeout, time.Now(), func(string) bool { return false })
+		logSweep(o.logger(), n, errs)
 	} else {
 		// A short name: Unix socket paths (the bridge sockets live here)
 		// are limited to 107 bytes.

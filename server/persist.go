@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -112,7 +113,8 @@ func (r *sessionRecord) validate(id, scratchParent string) error {
 
 // persistStore keeps the records of one server's sessions.
 type persistStore struct {
-	dir           string // <state dir>/sessions, mode 0700
+	dir           string // <state dir>/sessions, mode 0700 (messages only)
+	held          *confine.HeldDir // dir, held: every record operation is relative to it
 	scratchParent string
 	lock          *os.File // held (flock) while the server runs: one server per store
 
@@ -151,32 +153,39 @@ func openPersistStore(stateDir, scratchParent string) (*persistStore, error) {
 	if err := ownDir(dir); err != nil {
 		return nil, fmt.Errorf("--persist-sessions: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	held, err := confine.OpenHeld(dir, nil)
 	if err != nil {
+		return nil, fmt.Errorf("--persist-sessions: %w", err)
+	}
+	f, err := held.OpenFile(".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		held.Close()
 		return nil, fmt.Errorf("--persist-sessions: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
+		held.Close()
 		return nil, fmt.Errorf("--persist-sessions: another server keeps its sessions in %s: %w", dir, err)
 	}
-	return &persistStore{dir: dir, scratchParent: scratchParent, lock: f, live: map[string]*sessionRecord{}}, nil
+	return &persistStore{dir: dir, held: held, scratchParent: scratchParent, lock: f, live: map[string]*sessionRecord{}}, nil
 }
 
 func (p *persistStore) close() {
 	if p != nil && p.lock != nil {
 		p.lock.Close()
+		p.held.Close()
 	}
 }
 
-func (p *persistStore) path(id string) string { return filepath.Join(p.dir, id+".json") }
+// recordFile is id's record file name in the store.
+func recordFile(id string) string { return id + ".json" }
 
 // has reports whether a record file exists for id (a well-formed id).
 func (p *persistStore) has(id string) bool {
 	if !mcpIDPattern.MatchString(id) {
 		return false
 	}
-	fi, err := os.Lstat(p.path(id))
-	return err == nil && fi.Mode().IsRegular()
+	return p.held.Kind(recordFile(id)) == confine.PathFile
 }
 
 // write saves rec atomically (a temporary file renamed over the record,
@@ -186,11 +195,11 @@ func (p *persistStore) write(rec *sessionRecord) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(p.dir, ".rec-*")
+	tmp := ".rec-" + rand.Text()[:12]
+	f, err := p.held.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("session record: %w", err)
 	}
-	tmp := f.Name()
 	_, err = f.Write(append(b, '\n'))
 	if err == nil {
 		err = f.Chmod(0o600)
@@ -202,10 +211,10 @@ func (p *persistStore) write(rec *sessionRecord) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, p.path(rec.MCPID))
+		err = p.held.Rename(tmp, recordFile(rec.MCPID))
 	}
 	if err != nil {
-		os.Remove(tmp)
+		p.held.Remove(tmp)
 		return fmt.Errorf("session record: %w", err)
 	}
 	p.mu.Lock()
@@ -219,7 +228,7 @@ func (p *persistStore) load(id string) (*sessionRecord, error) {
 	if !mcpIDPattern.MatchString(id) {
 		return nil, errors.New("not a session id of this server")
 	}
-	f, err := os.OpenFile(p.path(id), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := p.held.OpenFile(recordFile(id), os.O_RDONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("the session's record: %w", err)
 	}
@@ -257,17 +266,22 @@ func (p *persistStore) forget(id string) {
 	p.mu.Lock()
 	delete(p.live, id)
 	p.mu.Unlock()
-	os.Remove(p.path(id))
+	p.held.Remove(recordFile(id))
 }
 
-// remove removes a record that no live session holds, with its scratch.
-func (p *persistStore) remove(id string) {
+// remove removes a record that no live session holds, with its scratch,
+// and says whether the record is gone. A scratch that cannot be removed
+// keeps its record (so a later sweep tries again), and the error says why.
+func (p *persistStore) remove(id string) (bool, error) {
 	if rec, err := p.load(id); err == nil {
 		if err := confine.RemoveScratch(p.scratchParent, rec.Scratch); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return // not ours to remove; the record stays with it
+			return false, fmt.Errorf("session %s: scratch %s: %w", id, filepath.Base(rec.Scratch), err)
 		}
 	}
-	os.Remove(p.path(id))
+	if err := p.held.Remove(recordFile(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("session %s: record: %w", id, err)
+	}
+	return true, nil
 }
 
 // touch rewrites the record of a live session last used at t, when its
@@ -301,38 +315,43 @@ func (p *persistStore) update(id string, f func(*sessionRecord)) error {
 
 // sweep removes the records (and scratch) of sessions no live session
 // holds and idle for longer than ttl; a record that does not parse is
-// removed once its file is that old; stale temporary files go too.
-func (p *persistStore) sweep(ttl time.Duration, now time.Time, isLive func(string) bool) (removed int) {
-	d, err := os.Open(p.dir)
-	if err != nil {
-		return 0
-	}
-	names, _ := d.Readdirnames(maxRecords)
-	d.Close()
-	for _, name := range names {
-		fi, err := os.Lstat(filepath.Join(p.dir, name))
+// removed once its file is that old; stale temporary files go too. removed
+// counts only records actually gone; errs says what could not be removed.
+func (p *persistStore) sweep(ttl time.Duration, now time.Time, isLive func(string) bool) (removed int, errs []error) {
+	names, _ := p.held.Names(maxRecords)
+	for _, n := range names {
+		st, err := p.held.Stat(n)
 		if err != nil {
 			continue
 		}
-		if strings.HasPrefix(name, ".rec-") {
-			if now.Sub(fi.ModTime()) > time.Minute {
-				os.Remove(filepath.Join(p.dir, name))
+		mtime := time.Unix(st.Mtim.Unix())
+		if strings.HasPrefix(n, ".rec-") {
+			if now.Sub(mtime) > time.Minute {
+				p.held.Remove(n)
 			}
 			continue
 		}
-		id, ok := strings.CutSuffix(name, ".json")
+		id, ok := strings.CutSuffix(n, ".json")
 		if !ok || !mcpIDPattern.MatchString(id) || isLive(id) {
 			continue
 		}
 		rec, err := p.load(id)
 		switch {
-		case err != nil && now.Sub(fi.ModTime()) > ttl:
-			os.Remove(filepath.Join(p.dir, name))
+		case err != nil && now.Sub(mtime) > ttl:
+			if err := p.held.Remove(n); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			removed++
 		case err == nil && now.Sub(rec.LastUsed) > ttl:
-			p.remove(id)
-			removed++
+			gone, err := p.remove(id)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if gone {
+				removed++
+			}
 		}
 	}
-	return removed
+	return removed, errs
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -35,7 +36,28 @@ type resumer struct {
 func (rs *resumer) sweep(now time.Time) int {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	return rs.store.sweep(rs.ttl, now, rs.h.isLive)
+	n, errs := rs.store.sweep(rs.ttl, now, rs.h.isLive)
+	logSweep(rs.h.o.logger(), n, errs)
+	return n
+}
+
+// logSweep says what a sweep of persisted sessions removed, and what it
+// could not remove and why: never "removed" for what is still there.
+func logSweep(l *slog.Logger, n int, errs []error) {
+	if n > 0 {
+		l.Info("removed the records of sessions idle past --idle-timeout", "count", n)
+	}
+	for _, err := range errs {
+		l.Warn("could not remove a persisted session", "error", err)
+	}
+}
+
+// forgetStale removes the record and scratch of a session not resumed,
+// saying what could not be removed.
+func (rs *resumer) forgetStale(sid string) {
+	if _, err := rs.store.remove(sid); err != nil {
+		rs.h.o.logger().Warn("could not remove a persisted session", "error", err)
+	}
 }
 
 // idResolver is the transport's session id manager: ids, except for the
@@ -84,7 +106,7 @@ func (rs *resumer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// record and scratch go.
 		rs.mu.Lock()
 		if !rs.ids.known(sid) && !rs.h.isLive(sid) {
-			rs.store.remove(sid)
+			rs.forgetStale(sid)
 		}
 		rs.mu.Unlock()
 		if !rs.ids.known(sid) {
@@ -133,7 +155,7 @@ func (rs *resumer) resume(r *http.Request, sid string) error {
 	}
 	if time.Since(rec.LastUsed) > rs.ttl {
 		// Idle past the timeout: it ended, as a live one would have.
-		rs.store.remove(sid)
+		rs.forgetStale(sid)
 		return nil
 	}
 	ctx := context.WithValue(context.WithoutCancel(r.Context()), resumeKey{}, sid)
