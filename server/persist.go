@@ -113,7 +113,7 @@ func (r *sessionRecord) validate(id, scratchParent string) error {
 
 // persistStore keeps the records of one server's sessions.
 type persistStore struct {
-	dir           string // <state dir>/sessions, mode 0700 (messages only)
+	dir           string           // <state dir>/sessions, mode 0700 (messages only)
 	held          *confine.HeldDir // dir, held: every record operation is relative to it
 	scratchParent string
 	lock          *os.File // held (flock) while the server runs: one server per store
