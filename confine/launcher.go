@@ -152,7 +152,7 @@ func NewLauncherUnder(p *Policy, envPassthrough []string, parent string) (*Launc
 	}
 	s, err := launcherOver(p, envPassthrough, dir, hide)
 	if err != nil {
-		_ = removeTree(dir)
+		_ = RemoveTree(dir)
 	}
 	return s, err
 }
@@ -249,7 +249,7 @@ func (s *Launcher) Close() error {
 		return nil
 	}
 	Phase("rm-scratch")
-	return removeTree(s.scratch)
+	return RemoveTree(s.scratch)
 }
 
 // Prepare resolves c against the policy: working directory, environment
@@ -448,12 +448,12 @@ func killTree(sp *spawn) {
 
 var sealOnce = sync.OnceValue(SealInheritedFDs)
 
-// removeTree removes dir and everything in it relative to its held parent
+// RemoveTree removes dir and everything in it relative to its held parent
 // (HeldDir.RemoveAll: no link followed, read-only directories a command
 // left, the Go module cache's among them, made writable by descriptor).
 // dir's parent lies outside every tree a sandbox can write (TMPDIR, or
 // this server's private scratch parent).
-func removeTree(dir string) error {
+func RemoveTree(dir string) error {
 	pd, err := OpenHeld(filepath.Dir(dir), nil)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/evener-dev/evener-mcp/session"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -125,7 +126,7 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 		if o.ScratchParent, err = os.MkdirTemp(parent, "evs-"); err != nil {
 			return fmt.Errorf("scratch parent: %w", err)
 		}
-		defer os.RemoveAll(o.ScratchParent)
+		defer confine.RemoveTree(o.ScratchParent)
 		if o.ScratchParent, err = filepath.EvalSymlinks(o.ScratchParent); err != nil {
 			return fmt.Errorf("scratch parent: %w", err)
 		}
