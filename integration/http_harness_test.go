@@ -196,9 +196,15 @@ func (m *mcpConn) shellOut(t *testing.T, cmd string) string {
 // ---------------------------------------------------------------------------
 // What a server leaves on the host.
 
-// descendants are the pids below pid in the process tree.
-func descendants(pid int) []int {
-	children := map[int][]int{}
+// procEntry is one process of the host's process table.
+type procEntry struct {
+	ppid int
+	comm string
+}
+
+// procTable reads pid -> (ppid, comm) for every process.
+func procTable() map[int]procEntry {
+	t := map[int]procEntry{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		p, err := strconv.Atoi(e.Name())
@@ -211,16 +217,25 @@ func descendants(pid int) []int {
 		}
 		// pid (comm) state ppid ...; comm may hold spaces and parens.
 		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
+		i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if i < 0 || j < i {
 			continue
 		}
-		f := strings.Fields(s[i+1:])
+		f := strings.Fields(s[j+1:])
 		if len(f) < 2 {
 			continue
 		}
 		pp, _ := strconv.Atoi(f[1])
-		children[pp] = append(children[pp], p)
+		t[p] = procEntry{ppid: pp, comm: s[i+1 : j]}
+	}
+	return t
+}
+
+// descendants are the pids below pid in the process tree.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	for p, e := range procTable() {
+		children[e.ppid] = append(children[e.ppid], p)
 	}
 	var out []int
 	queue := []int{pid}
@@ -235,17 +250,43 @@ func descendants(pid int) []int {
 	return out
 }
 
-// procsWith lists processes whose command line contains marker.
+// foreign reports whether pid runs under an evener-mcp server this test
+// binary did not start (someone else's server on the same machine: people
+// who develop this project run it): an ancestor above pid is a server
+// process ("evener-mcp-serv", the kernel's 15-byte comm of
+// evener-mcp-server) and the test binary is not. A process of ours, or one
+// that left its server's tree (reparented to init: exactly what a test
+// must see), is not foreign.
+func foreign(t map[int]procEntry, pid int) bool {
+	self := os.Getpid()
+	server := false
+	e, ok := t[pid]
+	for p, n := e.ppid, 0; ok && p > 1 && n < 4096; n++ {
+		if p == self {
+			return false
+		}
+		if e, ok = t[p]; !ok {
+			break
+		}
+		if e.comm == "evener-mcp-serv" {
+			server = true
+		}
+		p = e.ppid
+	}
+	return server
+}
+
+// procsWith lists processes whose command line contains marker, leaving
+// out those under another test's or user's evener-mcp server (foreign).
 func procsWith(marker string) []int {
 	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil || p == os.Getpid() {
+	table := procTable()
+	for p := range table {
+		if p == os.Getpid() {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), marker) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), marker) && !foreign(table, p) {
 			out = append(out, p)
 		}
 	}

@@ -73,14 +73,16 @@ func thrLines(out string) map[string]string {
 	return m
 }
 
-// thrCountArgv counts host processes whose argv is exactly want. It reads
-// /proc directly, so the shell script that merely mentions "sleep 317" in
-// its own argv is not counted.
+// thrCountArgv counts host processes whose argv is exactly want, but for
+// those under another evener-mcp server (foreign). It reads /proc
+// directly, so the shell script that merely mentions "sleep 317" in its
+// own argv is not counted.
 func thrCountArgv(want ...string) int {
 	ents, _ := os.ReadDir("/proc")
+	table := procTable()
 	n := 0
 	for _, d := range ents {
-		if _, err := strconv.Atoi(d.Name()); err != nil {
+		if pid, err := strconv.Atoi(d.Name()); err != nil || foreign(table, pid) {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
@@ -125,9 +127,10 @@ func thrWaitCount(d time.Duration, cond func(int) bool, want ...string) int {
 // product bug does not poison the next case.
 func thrKillArgv(want ...string) {
 	ents, _ := os.ReadDir("/proc")
+	table := procTable()
 	for _, d := range ents {
 		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
+		if err != nil || foreign(table, pid) {
 			continue
 		}
 		b, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
