@@ -380,3 +380,28 @@ func bothGone(record, scratch string) bool {
 		return os.IsNotExist(e1) && os.IsNotExist(e2)
 	})
 }
+
+// TestHTTPPersistChmodScratch: a persisted session whose command made its
+// scratch 0755 (chmod $TMPDIR) and left read-only directories in it is
+// still removed, record and scratch, by the next server's start-up sweep
+// once idle past --idle-timeout; the log says so only when it is true.
+func TestHTTPPersistChmodScratch(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		flags := []string{"--persist-sessions", "--sandbox", "workspace-write", "--sandbox-net", "off", "--idle-timeout", "3s"}
+		srv, p, scratch := persistedSession(t, e, `mkdir -p "$TMPDIR/ro/d" && touch "$TMPDIR/ro/d/f" && chmod 0555 "$TMPDIR/ro/d" "$TMPDIR/ro" && chmod 0755 "$TMPDIR" && `, flags...)
+		record := filepath.Join(e.home, ".local", "state", "evener-mcp", "sessions", p.sid+".json")
+		srv.stop(t)
+		if fi, err := os.Stat(scratch); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Fatalf("control: the scratch is not the 0755 one the session made: %v %v", fi, err)
+		}
+		time.Sleep(3500 * time.Millisecond)
+		srv2 := e.serve(t, flags...)
+		if !bothGone(record, scratch) {
+			t.Errorf("a session whose scratch was chmod'ed 0755 kept its record or scratch:\n%s", srv2.stderr.String())
+		}
+		if strings.Contains(srv2.stderr.String(), "could not remove") {
+			t.Errorf("the sweep says it could not remove a session:\n%s", srv2.stderr.String())
+		}
+	})
+}
