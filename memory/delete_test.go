@@ -115,6 +115,48 @@ func TestDirectoriesDoNotCount(t *testing.T) {
 	if left := entriesOnDisk(t, r.Dir()); len(left) != 3*8 {
 		t.Fatalf("a refused write left %d entries (want 24): %v", len(left), left)
 	}
+
+	// The walk is still bounded: directories planted by hand past
+	// maxDepth*Files+64 (88 here) are refused, not walked, and a delete
+	// (which walks nothing) repairs the scope.
+	for i := range 70 {
+		if err := os.Mkdir(filepath.Join(r.Dir(), fmt.Sprintf("empty%d", i)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.List("", false); err == nil || !strings.Contains(err.Error(), "more than 88 directories") {
+		t.Fatalf("a walk past the directory bound: %v", err)
+	}
+	for i := range 70 {
+		if err := r.Delete(fmt.Sprintf("empty%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if es, err := r.List("", false); err != nil || len(es) != 3 {
+		t.Fatalf("after the repair: %v %v", es, err)
+	}
+}
+
+// TestClosedRootTouchesNothing: a mutation after Close fails and uses no
+// descriptor (its number may belong to another open by then).
+func TestClosedRootTouchesNothing(t *testing.T) {
+	f := newFixture(t, confine.ModeOff)
+	r := root(t, f.open(t, f.wt, Limits{}), Project)
+	if _, err := r.Write("a/b.md", []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Delete("a/b.md"); err == nil {
+		t.Fatal("a delete after Close")
+	}
+	if _, err := r.Write("c.md", []byte("c")); err == nil {
+		t.Fatal("a write after Close")
+	}
+	if got := entriesOnDisk(t, r.Dir()); strings.Join(got, " ") != "a a/b.md" {
+		t.Fatalf("after Close: %v", got)
+	}
 }
 
 // TestDeleteDirectory: memory_delete removes an empty directory (and the

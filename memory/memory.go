@@ -26,6 +26,12 @@
 // what it opened (a hard link to a masked file is refused by identity, a
 // device or FIFO by type). A root that is itself a symlink is refused when
 // it is opened.
+//
+// What this package does itself, outside the file layer (making the
+// layout under the state directory, the project records, a root's lock,
+// removing the directories a delete leaves empty), goes through held
+// directory handles, one component at a time (dirs_linux.go), never a
+// path string below the state directory.
 package memory
 
 import (
@@ -235,9 +241,15 @@ func (s *Store) Close() error {
 type Root struct {
 	scope Scope
 	dir   string // real absolute path, no symlink in it when opened
-	fd    int    // the root, held (O_PATH): locks and emptied directories go through it
-	fa    *confine.FileAccess
-	lim   Limits
+	// fd is the root, held (O_PATH): the lock and the removal of emptied
+	// directories go through it; -1 once closed.
+	fd int
+	// life guards fd: read-held by every mutation (lock to unlock),
+	// write-held by Close, so a closed descriptor's number (perhaps
+	// reused by another open) is never used.
+	life sync.RWMutex
+	fa   *confine.FileAccess
+	lim  Limits
 	// mu serialises this root's mutations within the process; lockOf
 	// shares it between the sessions of one server that open the same
 	// root (the atomic replace keeps other processes from tearing a file).
@@ -272,6 +284,8 @@ func (r *Root) Limits() Limits { return r.lim }
 
 // Close releases the root.
 func (r *Root) Close() error {
+	r.life.Lock()
+	defer r.life.Unlock()
 	err := errors.Join(r.fa.Close(), closeHeld(r.fd))
 	r.fd = -1
 	return err

@@ -179,10 +179,11 @@ func (r *Root) walk(under string, fn func(path string, e confine.DirEntry, d *co
 	var rec func(d *confine.Dir, prefix string, depth int) error
 	rec = func(d *confine.Dir, prefix string, depth int) error {
 		defer d.Close()
-		es, _, err := d.Entries(files + others + 1)
+		es, truncated, err := d.Entries(files + others + 1)
 		if err != nil {
 			return err
 		}
+
 		for _, e := range es {
 			if e.Kind == confine.PathFile {
 				if files--; files < 0 {
@@ -208,6 +209,11 @@ func (r *Root) walk(under string, fn func(path string, e confine.DirEntry, d *co
 					return err
 				}
 			}
+		}
+		if truncated {
+			// Only a directory read short (at MaxDirNames) with masked
+			// names left out comes here: a full read fails a bound above.
+			return fmt.Errorf("a directory of the memory scope holds more than %d entries; delete some", r.lim.walkFiles()+r.lim.walkDirs())
 		}
 		return nil
 	}
@@ -250,12 +256,18 @@ func shorten(s string, n int) string {
 // between processes (an advisory lock on the root directory).
 func (r *Root) lock() (unlock func(), err error) {
 	r.mu.Lock()
-	u, err := lockHeld(r.fd)
-	if err != nil {
-		r.mu.Unlock()
-		return nil, fmt.Errorf("lock the %s memory scope: %w", r.scope, err)
+	r.life.RLock()
+	if r.fd < 0 {
+		err = errors.New("it is closed")
+	} else {
+		var u func()
+		if u, err = lockHeld(r.fd); err == nil {
+			return func() { u(); r.life.RUnlock(); r.mu.Unlock() }, nil
+		}
 	}
-	return func() { u(); r.mu.Unlock() }, nil
+	r.life.RUnlock()
+	r.mu.Unlock()
+	return nil, fmt.Errorf("lock the %s memory scope: %w", r.scope, err)
 }
 
 // Write creates or replaces a memory file atomically (a temp file renamed
