@@ -183,7 +183,6 @@ func (r *Root) walk(under string, fn func(path string, e confine.DirEntry, d *co
 		if err != nil {
 			return err
 		}
-
 		for _, e := range es {
 			if e.Kind == confine.PathFile {
 				if files--; files < 0 {
