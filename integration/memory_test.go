@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -408,6 +409,51 @@ func TestMemoryCaps(t *testing.T) {
 		ins := next.init.Instructions
 		if !strings.Contains(ins, "project: 200 files") || !strings.Contains(ins, "and 180 more (memory_view)") || strings.Count(ins, "(2 bytes)") != 20 {
 			t.Errorf("the preamble's memory index is not bounded:\n%s", ins)
+		}
+	})
+}
+
+// TestMemoryDeepDeletes: 80 write/delete pairs of the deepest path in the
+// personal scope (about 70 wedged every project's personal memory: the
+// directories stayed and counted against the walk's bound) leave the root
+// empty; view, write and search keep working, from another project too;
+// memory_delete removes an empty directory (a chain an older build left)
+// and refuses one that holds a file.
+func TestMemoryDeepDeletes(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		flags := []string{"--sandbox", "workspace-write", "--sandbox-net", "off"}
+		m := e.mcp(t, flags...)
+		for i := 0; i < 80; i++ {
+			p := fmt.Sprintf("x%d/a/b/c/d/e/f/g.md", i)
+			ok(t, m.call(t, "memory_write", map[string]any{"scope": "personal", "path": p, "content": "note\n"}))
+			ok(t, m.call(t, "memory_delete", map[string]any{"scope": "personal", "path": p}))
+		}
+		_, project, personal := memoryDirs(t, e, e.work)
+		if es, err := os.ReadDir(personal); err != nil || len(es) != 0 {
+			t.Fatalf("the personal root after the deletes: %d entries, %v", len(es), err)
+		}
+		ok(t, m.call(t, "memory_write", map[string]any{"scope": "personal", "path": "prefs.md", "content": "tabs\n"}))
+		m.c.Close()
+
+		// A chain of empty directories as an older build left it, and a
+		// directory that holds a file.
+		mustMkdir(t, filepath.Join(project, "old", "a", "b", "c"))
+		writeFile(t, filepath.Join(project, "kept", "k.md"), "kept\n")
+		m2 := e.mcp(t, append(flags, "--workdir", e.sibling)...)
+		if got := ok(t, m2.call(t, "memory_search", map[string]any{"scope": "personal", "pattern": "tabs", "literal": true})); !strings.Contains(got, "prefs.md:1:tabs") {
+			t.Errorf("personal search from another project: %s", got)
+		}
+		ok(t, m2.call(t, "memory_view", map[string]any{"scope": "personal"}))
+		m2.c.Close()
+		m3 := e.mcp(t, flags...)
+		ok(t, m3.call(t, "memory_delete", map[string]any{"path": "old/a/b/c"}))
+		if _, err := os.Lstat(filepath.Join(project, "old")); !os.IsNotExist(err) {
+			t.Errorf("the emptied chain is still there: %v", err)
+		}
+		isErr(t, m3.call(t, "memory_delete", map[string]any{"path": "kept"}), "not empty")
+		if got := ok(t, m3.call(t, "memory_view", map[string]any{})); !strings.Contains(got, "kept/k.md") {
+			t.Errorf("listing: %s", got)
 		}
 	})
 }

@@ -26,6 +26,12 @@
 // what it opened (a hard link to a masked file is refused by identity, a
 // device or FIFO by type). A root that is itself a symlink is refused when
 // it is opened.
+//
+// What this package does itself, outside the file layer (making the
+// layout under the state directory, the project records, a root's lock,
+// removing the directories a delete leaves empty), goes through held
+// directory handles, one component at a time (dirs_linux.go), never a
+// path string below the state directory.
 package memory
 
 import (
@@ -179,17 +185,11 @@ func Open(stateDir, worktree string, base *confine.Policy, lim Limits) (*Store, 
 	}
 	key := ProjectKey(realWT)
 	for _, sc := range []Scope{Personal, Project} {
-		rel := []string{"memory", "personal"}
+		rel, record := []string{"memory", "personal"}, ""
 		if sc == Project {
-			rel = []string{"memory", "projects", key}
+			rel, record = []string{"memory", "projects", key}, realWT
 		}
-		r, err := openRoot(stateDir, rel, base, lim)
-		if err == nil && sc == Project {
-			err = recordProject(r.dir+".path", realWT)
-			if err != nil {
-				r.Close()
-			}
-		}
+		r, err := openRoot(stateDir, rel, base, lim, record)
 		if err != nil {
 			s.errs[sc] = fmt.Errorf("memory scope %s is unavailable: %w", sc, err)
 			continue
@@ -241,8 +241,15 @@ func (s *Store) Close() error {
 type Root struct {
 	scope Scope
 	dir   string // real absolute path, no symlink in it when opened
-	fa    *confine.FileAccess
-	lim   Limits
+	// fd is the root, held (O_PATH): the lock and the removal of emptied
+	// directories go through it; -1 once closed.
+	fd int
+	// life guards fd: read-held by every mutation (lock to unlock),
+	// write-held by Close, so a closed descriptor's number (perhaps
+	// reused by another open) is never used.
+	life sync.RWMutex
+	fa   *confine.FileAccess
+	lim  Limits
 	// mu serialises this root's mutations within the process; lockOf
 	// shares it between the sessions of one server that open the same
 	// root (the atomic replace keeps other processes from tearing a file).
@@ -276,7 +283,13 @@ func (r *Root) Dir() string { return r.dir }
 func (r *Root) Limits() Limits { return r.lim }
 
 // Close releases the root.
-func (r *Root) Close() error { return r.fa.Close() }
+func (r *Root) Close() error {
+	r.life.Lock()
+	defer r.life.Unlock()
+	err := errors.Join(r.fa.Close(), closeHeld(r.fd))
+	r.fd = -1
+	return err
+}
 
 // placeholderHome is the home the memory policy is resolved with: the
 // policy's own default denylist would otherwise mask the default state
@@ -285,8 +298,13 @@ func (r *Root) Close() error { return r.fa.Close() }
 const placeholderHome = "/nonexistent/evener-mcp-memory-home"
 
 // openRoot makes stateDir/rel... (each component a real directory, never
-// a symlink) and opens a file layer confined to it.
-func openRoot(stateDir string, rel []string, base *confine.Policy, lim Limits) (*Root, error) {
+// a symlink, made and opened relative to the one before it) and opens a
+// file layer confined to it. worktree, when set, is recorded beside the
+// root (rel's last component + ".path").
+func openRoot(stateDir string, rel []string, base *confine.Policy, lim Limits, worktree string) (_ *Root, err error) {
+	// The state directory itself is made by path: it is the server's own
+	// (masked from every sandbox, README "Memory"), and what lies above it
+	// is the user's; everything below it is made through held handles.
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, err
 	}
@@ -294,21 +312,20 @@ func openRoot(stateDir string, rel []string, base *confine.Policy, lim Limits) (
 	if err != nil {
 		return nil, err
 	}
-	dir := stateReal
-	for _, c := range rel {
-		dir = filepath.Join(dir, c)
-		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, err
-		}
-		fi, err := os.Lstat(dir)
+	dir := filepath.Join(append([]string{stateReal}, rel...)...)
+	fd, parent, err := layout(stateReal, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer closeHeld(parent)
+	defer func() {
 		if err != nil {
+			closeHeld(fd)
+		}
+	}()
+	if worktree != "" {
+		if err := recordProjectAt(parent, rel[len(rel)-1]+".path", worktree); err != nil {
 			return nil, err
-		}
-		if fi.Mode()&os.ModeSymlink != 0 {
-			return nil, fmt.Errorf("%s is a symlink; a memory root is never followed through one", filepath.Base(dir))
-		}
-		if !fi.IsDir() {
-			return nil, fmt.Errorf("%s is not a directory", filepath.Base(dir))
 		}
 	}
 	// The session's denylist, but for the entries that hold the state
@@ -343,37 +360,12 @@ func openRoot(stateDir string, rel []string, base *confine.Policy, lim Limits) (
 	}
 	// NewFileAccess opens the root by this exact spelling with
 	// RESOLVE_NO_SYMLINKS: a symlink anywhere on it now fails the open.
-	fa, err := confine.NewFileAccessWith(pol, "", confine.FileAccessOptions{MaxReadBytes: lim.FileBytes, MaxWriteBytes: lim.FileBytes})
+	fa, err := confine.NewFileAccessWith(pol, "", confine.FileAccessOptions{MaxReadBytes: lim.FileBytes, MaxWriteBytes: lim.FileBytes,
+		MaxDirNames: lim.walkFiles() + lim.walkDirs() + 1})
 	if err != nil {
 		return nil, err
 	}
-	return &Root{dir: dir, fa: fa, lim: lim, mu: lockOf(dir)}, nil
-}
-
-// recordProject writes the worktree's path beside its root, for people.
-func recordProject(file, worktree string) error {
-	if fi, err := os.Lstat(file); err == nil {
-		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("%s is not a regular file", filepath.Base(file))
-		}
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return err
-		}
-		if strings.TrimSpace(string(b)) != worktree {
-			return fmt.Errorf("%s records another worktree", filepath.Base(file))
-		}
-		return nil
-	}
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return nil
-		}
-		return err
-	}
-	_, err = f.WriteString(worktree + "\n")
-	return errors.Join(err, f.Close())
+	return &Root{dir: dir, fd: fd, fa: fa, lim: lim, mu: lockOf(dir)}, nil
 }
 
 // sortEntries orders a listing by path.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/evener-dev/evener-mcp/confine"
@@ -141,6 +142,17 @@ func (r *Root) Usage() (files int, bytes int64, err error) {
 
 var errWalkStop = errors.New("stop")
 
+// walkFiles bounds the regular files one walk visits: twice the cap, so
+// a scope stuffed past it by hand is refused, not walked without end.
+func (l Limits) walkFiles() int { return 2*l.Files + 64 }
+
+// walkDirs bounds the other entries one walk visits (directories, and
+// what is planted by hand: symlinks, FIFOs). Directories do not count
+// against the file cap: the tools make at most maxDepth-1 of them for
+// each file and a delete removes those it leaves empty, so a scope the
+// tools filled never comes near this bound.
+func (l Limits) walkDirs() int { return maxDepth*l.Files + 64 }
+
 // walk calls fn for every regular file below under.
 func (r *Root) walk(under string, fn func(path string, e confine.DirEntry, d *confine.Dir) error) error {
 	var d *confine.Dir
@@ -163,17 +175,21 @@ func (r *Root) walk(under string, fn func(path string, e confine.DirEntry, d *co
 	if err != nil {
 		return notFound(err, under)
 	}
-	budget := 2*r.lim.Files + 64
+	files, others := r.lim.walkFiles(), r.lim.walkDirs()
 	var rec func(d *confine.Dir, prefix string, depth int) error
 	rec = func(d *confine.Dir, prefix string, depth int) error {
 		defer d.Close()
-		es, _, err := d.Entries(budget + 1)
+		es, truncated, err := d.Entries(files + others + 1)
 		if err != nil {
 			return err
 		}
 		for _, e := range es {
-			if budget--; budget < 0 {
-				return fmt.Errorf("the memory scope holds more than %d entries; delete some", 2*r.lim.Files+64)
+			if e.Kind == confine.PathFile {
+				if files--; files < 0 {
+					return fmt.Errorf("the memory scope holds more than %d files; delete some", r.lim.walkFiles())
+				}
+			} else if others--; others < 0 {
+				return fmt.Errorf("the memory scope holds more than %d directories and other entries; delete empty directories (memory_delete removes one)", r.lim.walkDirs())
 			}
 			switch e.Kind {
 			case confine.PathFile:
@@ -192,6 +208,11 @@ func (r *Root) walk(under string, fn func(path string, e confine.DirEntry, d *co
 					return err
 				}
 			}
+		}
+		if truncated {
+			// Only a directory read short (at MaxDirNames) with masked
+			// names left out comes here: a full read fails a bound above.
+			return fmt.Errorf("a directory of the memory scope holds more than %d entries; delete some", r.lim.walkFiles()+r.lim.walkDirs())
 		}
 		return nil
 	}
@@ -234,12 +255,18 @@ func shorten(s string, n int) string {
 // between processes (an advisory lock on the root directory).
 func (r *Root) lock() (unlock func(), err error) {
 	r.mu.Lock()
-	u, err := lockDir(r.dir)
-	if err != nil {
-		r.mu.Unlock()
-		return nil, fmt.Errorf("lock the %s memory scope: %w", r.scope, err)
+	r.life.RLock()
+	if r.fd < 0 {
+		err = errors.New("it is closed")
+	} else {
+		var u func()
+		if u, err = lockHeld(r.fd); err == nil {
+			return func() { u(); r.life.RUnlock(); r.mu.Unlock() }, nil
+		}
 	}
-	return func() { u(); r.mu.Unlock() }, nil
+	r.life.RUnlock()
+	r.mu.Unlock()
+	return nil, fmt.Errorf("lock the %s memory scope: %w", r.scope, err)
 }
 
 // Write creates or replaces a memory file atomically (a temp file renamed
@@ -267,15 +294,8 @@ func (r *Root) writeLocked(p string, content []byte) (bool, error) {
 		return false, err
 	}
 	var old int64 = -1
-	if d, name, err := r.openDirOf(p); err == nil {
-		if es, _, err := d.Entries(0); err == nil {
-			for _, e := range es {
-				if e.Name == name && e.Kind == confine.PathFile {
-					old = e.Size
-				}
-			}
-		}
-		d.Close()
+	if fi, err := r.fa.Lstat(p); err == nil && fi.Mode.IsRegular() {
+		old = fi.Size
 	}
 	if old < 0 && files+1 > r.lim.Files {
 		return false, fmt.Errorf("the %s memory scope already holds %d files, its cap; delete or merge some first", r.scope, files)
@@ -328,7 +348,9 @@ func (r *Root) Edit(path, oldText, newText string) error {
 	return err
 }
 
-// Delete removes a memory file.
+// Delete removes a memory file, or an empty directory, and then every
+// parent directory that leaves empty (the root itself stays). Directories
+// are removed through held handles (dirs_linux.go), never by path.
 func (r *Root) Delete(path string) error {
 	p, err := CleanPath(path)
 	if err != nil {
@@ -339,9 +361,18 @@ func (r *Root) Delete(path string) error {
 		return err
 	}
 	defer unlock()
-	if err := r.fa.Remove(p); err != nil {
+	parts := strings.Split(p, "/")
+	// The file layer judges the target by its write rules (the denylist,
+	// git metadata, no symlink) and removes it if it is a file; a
+	// directory passes those rules and comes back as EISDIR.
+	err = r.fa.Remove(p)
+	if errors.Is(err, syscall.EISDIR) {
+		return r.removeDirectory(p, parts)
+	}
+	if err != nil {
 		return notFound(err, p)
 	}
+	r.pruneParents(parts)
 	return nil
 }
 

@@ -314,10 +314,11 @@ type memoryDeleteArgs struct {
 	Path  string `json:"path"`
 }
 
-// MemoryDelete removes a memory file.
+// MemoryDelete removes a memory file or an empty directory, and the
+// parent directories that leaves empty.
 func MemoryDelete(d Deps) Tool {
 	tool := mcp.NewTool(memoryDeleteFacts.Name,
-		mcp.WithDescription("Delete a memory file that is wrong or no longer useful."),
+		mcp.WithDescription("Delete a memory file that is wrong or no longer useful, or an empty directory."),
 		schemas(`{"type": "object", "properties": {`+scopeProp+`,
     "path": {"type": "string", "minLength": 1, `+memoryPathDesc+`}},
   "required": ["path"], "additionalProperties": false}`,
