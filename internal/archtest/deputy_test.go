@@ -59,8 +59,6 @@ var deputyExceptions = map[string]string{
 	"server/http.go ServeHTTP os.MkdirTemp":               "the scratch parent, a new directory with a random name made exclusively before any session",
 	"cmd/evener-mcp-server/main.go runStdio os.Create":    "EVENER_MCP_CPUPROFILE: a file the user names to profile the server, never in a sandbox's tree",
 	"memory/memory.go openRoot os.MkdirAll":               "the state directory, masked in every sandbox",
-	"memory/memory.go openRoot os.Mkdir":                  "the memory directory of the state directory, masked in every sandbox",
-	"memory/memory.go recordProject os.OpenFile":          "created exclusively (O_EXCL) in the state directory, masked in every sandbox",
 }
 
 // deputyPackages are the directories whose code runs in the server.
