@@ -282,6 +282,13 @@ func (fa *FileAccess) Scratch() string {
 // ---------------------------------------------------------------------------
 // Small syscall helpers.
 
+// Openat2 is openat2(2) with O_CLOEXEC, retried on the transient errors
+// below (openat2Retry); for packages that hold directories of their own
+// (memory).
+func Openat2(dirfd int, path string, flags, resolve uint64) (int, error) {
+	return openat2Retry(dirfd, path, flags, resolve)
+}
+
 // openat2Retry retries the transient EAGAIN that RESOLVE_BENEATH returns when a
 // rename raced its ".." handling, and EINTR.
 func openat2Retry(dirfd int, path string, flags, resolve uint64) (int, error) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/evener-dev/evener-mcp/confine"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,20 +27,8 @@ const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_N
 // maxRecordBytes bounds the read of a project's .path record (a path).
 const maxRecordBytes = 8 << 10
 
-func openat2(dirfd int, name string, flags, resolve uint64) (int, error) {
-	how := unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: resolve}
-	if flags&unix.O_CREAT != 0 {
-		how.Mode = 0o600
-	}
-	for i := 0; ; i++ {
-		fd, err := unix.Openat2(dirfd, name, &how)
-		// EAGAIN: RESOLVE_BENEATH raced a rename; retried a few times.
-		if err == unix.EINTR || (err == unix.EAGAIN && i < 16) {
-			continue
-		}
-		return fd, err
-	}
-}
+// openat2 is confine's openat2(2), retried on its transient errors.
+var openat2 = confine.Openat2
 
 // openRealDir opens a directory by its real path (symlink-resolved by the
 // caller), refusing a symlink anywhere on it: one there now means the
