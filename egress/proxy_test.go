@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -558,5 +559,17 @@ func TestDialTriesEveryCheckedAddress(t *testing.T) {
 	want := []string{first, second, first, second, first, second}
 	if strings.Join(dials, " ") != strings.Join(want, " ") {
 		t.Errorf("dials %v, want %v", dials, want)
+	}
+}
+
+// TestViolationJSON: the one violation type marshals under the names a
+// shell result and the violations resource show (README, "Violations").
+func TestViolationJSON(t *testing.T) {
+	b, err := json.Marshal(Violation{Action: actionNetworkOutbound, Target: "example.test:443", Raw: "http CONNECT: no"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"action":"network-outbound","target":"example.test:443","raw":"http CONNECT: no"}`; string(b) != want {
+		t.Errorf("got %s, want %s", b, want)
 	}
 }

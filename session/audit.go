@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/evener-dev/evener-mcp/confine"
-	"github.com/evener-dev/evener-mcp/egress"
 )
 
 // Audit appends one JSON line per decision to audit.jsonl in the state
@@ -79,7 +78,7 @@ func (a *Audit) Shell(command string, res confine.Result, violations int) {
 }
 
 // Network records an egress refusal (the target is host:port as asked).
-func (a *Audit) Network(v egress.Violation) {
+func (a *Audit) Network(v Violation) {
 	a.Write(Record{Tool: "egress", Decision: "denied", Rule: v.Action, Path: Truncate(v.Target, 300), Command: Truncate(v.Raw, 200)})
 }
 
