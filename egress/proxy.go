@@ -125,7 +125,7 @@ type proxyPair struct {
 	ctx    context.Context // canceled by Close: pending decisions, dials and round trips end
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
+	mu     sync.Mutex            // guards conns and closed
 	conns  map[net.Conn]struct{} // every open client and upstream connection
 	closed bool
 

@@ -22,7 +22,7 @@ import (
 // fakeDecider allows exactly its rules (host as asked, and port) and denies
 // everything else; it records every call and never resolves anything.
 type fakeDecider struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // guards rules and calls
 	rules map[string]fakeRule
 	calls []string
 }
@@ -62,7 +62,7 @@ type harness struct {
 	p   *proxyPair
 	dec *fakeDecider
 
-	mu         sync.Mutex
+	mu         sync.Mutex // guards violations and dials
 	violations []Violation
 	dials      []string
 }
@@ -520,7 +520,7 @@ func TestDialTriesEveryCheckedAddress(t *testing.T) {
 		}
 		return Decision{Allow: true, Host: host, Port: port, Addrs: []netip.Addr{netip.MustParseAddr("127.0.0.3"), netip.MustParseAddr("127.0.0.1")}}
 	})
-	var mu sync.Mutex
+	var mu sync.Mutex // guards dials
 	var dials []string
 	var d net.Dialer
 	p, err := startProxies(proxyOptions{Decider: dec, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -16,7 +16,7 @@ import (
 // redacted path (its base name) and a truncated command; never file
 // contents, never a full path of a secret.
 type Audit struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards writes to f: one whole line per Write
 	f       *os.File
 	session string
 	mode    confine.Mode
