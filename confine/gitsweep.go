@@ -96,7 +96,7 @@ func newSnap() *sweepSnap {
 }
 
 type gitSweeper struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards every field below; a walk runs with it held
 	running int
 	roots   []string
 	cache   map[string]*dirFacts

@@ -24,7 +24,7 @@ type mcpConn struct {
 	c        *client.Client
 	init     *mcp.InitializeResult
 	stderr   *lockedBuffer
-	mu       sync.Mutex
+	mu       sync.Mutex // guards progress
 	progress []string
 }
 

@@ -63,7 +63,7 @@ func TestSessionProcessBound(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		var wg sync.WaitGroup
-		var mu sync.Mutex
+		var mu sync.Mutex // guards the counts and lists below
 		var ran, refused, failedFast int
 		var slowRefusal time.Duration
 		var other []string

@@ -193,11 +193,11 @@ func Open(base *confine.Policy, mutates bool, req Request, o Options) (*Session,
 		if hosts == "" {
 			hosts = os.Getenv(egress.HostsEnv)
 		}
-		s.Outlet, err = egress.OpenOutlet(o.AllowDomains, hosts, socketParent, func(v egress.Violation) {
+		s.Outlet, err = egress.OpenOutlet(o.AllowDomains, hosts, socketParent, func(v Violation) {
 			s.Audit.Network(v)
-			s.Violations.Add("", Violation(v))
+			s.Violations.Add("", v)
 			if o.OnRefusal != nil {
-				o.OnRefusal(Violation(v))
+				o.OnRefusal(v)
 			}
 		})
 		if err == nil {
@@ -283,11 +283,7 @@ func (s *Session) NetViolations(from, to time.Time) []Violation {
 	if s.Outlet == nil {
 		return nil
 	}
-	var out []Violation
-	for _, v := range s.Outlet.Between(from, to) {
-		out = append(out, Violation(v))
-	}
-	return out
+	return s.Outlet.Between(from, to)
 }
 
 // KeepScratch makes Close leave the session's scratch in place: the
@@ -323,13 +319,10 @@ func (s *Session) Close() error {
 	return errors.Join(errs...)
 }
 
-// Violation is one refusal attributed to a call (README, "The network"): the refused action, its target and the raw line it
-// was read from.
-type Violation struct {
-	Action string `json:"action"`
-	Target string `json:"target"`
-	Raw    string `json:"raw"`
-}
+// Violation is one refusal attributed to a call (README, "Violations"):
+// egress.Violation under the name the packages above session use (the
+// package map keeps them from importing egress). One type, two spellings.
+type Violation = egress.Violation
 
 // Memory records a memory write or delete (README, "Memory"): the tool,
 // the scope and the file's base name; never its content.

@@ -5,12 +5,12 @@ package terminal
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/internal/sandboxtest"
 )
 
 // TestMain lets this test binary stand in for evener-mcp's hidden helpers
@@ -24,38 +24,15 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// newSet is a terminal set over a real sandbox of mode, in a fresh
-// worktree under /var/tmp (readable by whoever runs the tests).
+// newSet is a terminal set over a real sandbox of mode, on a fresh
+// sandboxtest host.
 func newSet(t *testing.T, mode confine.Mode, lim Limits) (*Set, string) {
 	t.Helper()
-	h := confine.Probe(confine.ProbeFull, os.Environ())
-	if mode != confine.ModeOff && h.Unusable() != "" {
-		t.Skipf("no sandbox here: %s", h.Unusable())
-	}
-	dir, err := os.MkdirTemp("/var/tmp", "evener-term-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	dir, _ = filepath.EvalSymlinks(dir)
-	work, home, scratch := filepath.Join(dir, "work"), filepath.Join(dir, "home"), filepath.Join(dir, "scratch")
-	for _, d := range []string{work, home, scratch} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p, err := confine.Resolve(confine.Spec{Mode: mode, ModeExplicit: true, Network: confine.NetworkOff, Workdir: work,
-		Env: []string{"HOME=" + home, "PATH=/usr/bin:/bin"}, ScratchRoot: scratch}, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := confine.NewLauncher(p, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := sandboxtest.NewHost(t)
+	l := sandboxtest.Launcher(t, sandboxtest.Resolve(t, h.Spec(mode), sandboxtest.Live(t, mode)))
 	s := NewSet(l, lim)
-	t.Cleanup(func() { s.CloseAll(); l.Close() })
-	return s, work
+	t.Cleanup(s.CloseAll)
+	return s, h.Work
 }
 
 // readUntil reads the output view until want appears (bounded).
