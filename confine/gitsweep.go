@@ -40,6 +40,17 @@ import (
 // config.worktree, commondir, gitdir, hooks/ and each hook) are compared by
 // inode and ctime, since they change in place.
 //
+// Every host-side operation of the sweep in a tree a sandbox can write goes
+// through descriptors it holds: each directory is opened relative to its
+// parent's (O_NOFOLLOW), renamed entries are renamed relative to the held
+// parent (renameat2 with RENAME_NOREPLACE), and a directory's mode is
+// changed through an O_PATH descriptor held on it. It never moves, renames
+// or creates anything at, beneath or above a protected path (README,
+// "Protected paths and runner state"): a repository planted beside a
+// protected file is ended by renaming what is not protected (HEAD; else
+// commondir, refs or objects), and one a protected name keeps alive is
+// reported, not moved.
+//
 // One sweeper serves the whole process: every session's spawns count in one
 // busy period, the record of what is known is taken again only when no
 // sandboxed spawn runs (so nothing a running command planted is taken for
