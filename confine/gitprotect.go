@@ -70,6 +70,8 @@ const (
 	guardMaxFile = 256 << 20
 	// guardMaxTrees bounds the tree bytes one check reads.
 	guardMaxTrees = 256 << 20
+	// guardMaxTreeCache bounds the trees a record keeps between checks.
+	guardMaxTreeCache = 16 << 20
 	// guardMaxRaw bounds HEAD and a pseudo-ref.
 	guardMaxRaw = 64 << 10
 	// guardTimeout bounds one check or record.
@@ -110,6 +112,11 @@ type guardRec struct {
 	// spawns are refused (the state is still the last good one).
 	failed string
 	sigs   map[string][]string // commit-ish -> what it holds at paths
+	// trees caches the trees that hold protected paths (a commit that
+	// leaves their directories alone reads none), up to
+	// guardMaxTreeCache bytes.
+	trees     map[string][]byte
+	treeBytes int64
 	// kept are the quarantine refs checks made since the last one that
 	// finished: never judged themselves (a check that finishes records
 	// them with the rest).
@@ -202,7 +209,7 @@ func guardKey(p *Policy, bin string) (rec *guardRec, ok bool, err error) {
 		return nil, false, errors.New("protected paths in git: the git on the server's PATH lies where sandboxed commands can write")
 	}
 	slices.Sort(paths)
-	return &guardRec{bin: bin, gitDir: gitDir, common: common, top: top, paths: paths, sigs: map[string][]string{}}, true, nil
+	return &guardRec{bin: bin, gitDir: gitDir, common: common, top: top, paths: paths, sigs: map[string][]string{}, trees: map[string][]byte{}}, true, nil
 }
 
 // begin counts a writing spawn in, first taking a new record of its
@@ -329,16 +336,15 @@ type checker struct {
 	gitFD, commonFD int
 	priv            *os.File // private directory holding the copy of the index ("" until needed)
 	privPath        string
-	cat             *catFile
-	trees           map[string][]byte // tree oid -> content, this check
-	treeBytes       int64
-	rootOwner       bool // the server is root: what it creates gets the owner of its directory
-	indexCopied     bool // priv holds the index the last snapshot read
+	info, cat       *catFile // cat-file --batch-check and --batch, started when needed
+	treeBytes       int64    // tree bytes read by this check
+	rootOwner       bool     // the server is root: what it creates gets the owner of its directory
+	indexCopied     bool     // priv holds the index the last snapshot read
 }
 
 func (r *guardRec) open() (*checker, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), guardTimeout)
-	c := &checker{r: r, ctx: ctx, cancel: cancel, gitFD: -1, commonFD: -1, trees: map[string][]byte{}, rootOwner: os.Geteuid() == 0}
+	c := &checker{r: r, ctx: ctx, cancel: cancel, gitFD: -1, commonFD: -1, rootOwner: os.Geteuid() == 0}
 	var err error
 	if c.gitFD, err = openAbsDir(r.gitDir); err != nil {
 		c.close()
@@ -352,8 +358,10 @@ func (r *guardRec) open() (*checker, error) {
 }
 
 func (c *checker) close() {
-	if c.cat != nil {
-		c.cat.close()
+	for _, cf := range []*catFile{c.info, c.cat} {
+		if cf != nil {
+			cf.close()
+		}
 	}
 	for _, fd := range []int{c.gitFD, c.commonFD} {
 		if fd >= 0 {
@@ -456,18 +464,24 @@ func (w *boundedBuf) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-// catFile is one `git cat-file --batch-command` the check asks objects of.
+// catFile is one long-lived `git cat-file --batch-check` (info) or
+// `--batch` (contents) the check asks objects of, one line at a time
+// (both exist in every git; --batch-command needs 2.36).
 type catFile struct {
 	cmd *exec.Cmd
 	in  io.WriteCloser
 	out *bufio.Reader
 }
 
-func (c *checker) catFile() (*catFile, error) {
-	if c.cat != nil {
-		return c.cat, nil
+func (c *checker) catFile(contents bool) (*catFile, error) {
+	at, mode := &c.info, "--batch-check"
+	if contents {
+		at, mode = &c.cat, "--batch"
 	}
-	cmd := c.gitCmd(false, "cat-file", "--batch-command")
+	if *at != nil {
+		return *at, nil
+	}
+	cmd := c.gitCmd(false, "cat-file", mode)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -479,8 +493,8 @@ func (c *checker) catFile() (*catFile, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("git cat-file: %w", err)
 	}
-	c.cat = &catFile{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 64<<10)}
-	return c.cat, nil
+	*at = &catFile{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 64<<10)}
+	return *at, nil
 }
 
 func (cf *catFile) close() {
@@ -490,8 +504,8 @@ func (cf *catFile) close() {
 
 // header asks for obj and reads the header: oid, type and size, or ok
 // false when git has no such object.
-func (cf *catFile) header(cmd, obj string) (oid, typ string, size int64, ok bool, err error) {
-	if _, err := io.WriteString(cf.in, cmd+" "+obj+"\n"); err != nil {
+func (cf *catFile) header(obj string) (oid, typ string, size int64, ok bool, err error) {
+	if _, err := io.WriteString(cf.in, obj+"\n"); err != nil {
 		return "", "", 0, false, fmt.Errorf("git cat-file: %w", err)
 	}
 	line, err := cf.out.ReadSlice('\n')
@@ -521,14 +535,14 @@ func isHexOID(s string) bool {
 
 // tree returns the content of the tree oid (cached for the check, bounded).
 func (c *checker) tree(oid string) ([]byte, error) {
-	if b, ok := c.trees[oid]; ok {
+	if b, ok := c.r.trees[oid]; ok {
 		return b, nil
 	}
-	cf, err := c.catFile()
+	cf, err := c.catFile(true)
 	if err != nil {
 		return nil, err
 	}
-	_, typ, size, ok, err := cf.header("contents", oid)
+	_, typ, size, ok, err := cf.header(oid)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -544,7 +558,11 @@ func (c *checker) tree(oid string) ([]byte, error) {
 		return nil, nil
 	}
 	b = b[:size]
-	c.trees[oid] = b
+	if c.r.treeBytes+size > guardMaxTreeCache {
+		clear(c.r.trees)
+		c.r.treeBytes = 0
+	}
+	c.r.trees[oid], c.r.treeBytes = b, c.r.treeBytes+size
 	return b, nil
 }
 
@@ -561,14 +579,14 @@ func (c *checker) sig(oid string) ([]string, error) {
 	if s, ok := c.r.sigs[oid]; ok {
 		return s, nil
 	}
-	cf, err := c.catFile()
+	cf, err := c.catFile(false)
 	if err != nil {
 		return nil, err
 	}
 	for i, p := range c.r.paths {
 		out[i] = "-"
 		if p == "." {
-			t, typ, _, ok, err := cf.header("info", oid+"^{tree}")
+			t, typ, _, ok, err := cf.header(oid + "^{tree}")
 			if err != nil {
 				return nil, err
 			}
@@ -578,7 +596,7 @@ func (c *checker) sig(oid string) ([]string, error) {
 			continue
 		}
 		dir, base := path.Split(p)
-		t, typ, _, ok, err := cf.header("info", oid+":"+strings.TrimSuffix(dir, "/"))
+		t, typ, _, ok, err := cf.header(oid + ":" + strings.TrimSuffix(dir, "/"))
 		if err != nil {
 			return nil, err
 		}
@@ -786,12 +804,14 @@ func (c *checker) copyToPrivate(src *os.File, name string) error {
 	if c.priv == nil {
 		d, err := os.MkdirTemp("", "evener-git-")
 		if err != nil {
-			return fmt.Errorf("private directory: %w", err)
+			var errno syscall.Errno
+			errors.As(err, &errno)
+			return fmt.Errorf("the server's private directory for the index copy (%v)", errno)
 		}
 		fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			os.Remove(d)
-			return fmt.Errorf("private directory: %w", err)
+			return fmt.Errorf("the server's private directory for the index copy (%v)", err)
 		}
 		c.priv, c.privPath = os.NewFile(uintptr(fd), d), d
 	}
