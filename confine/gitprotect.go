@@ -74,9 +74,11 @@ const (
 	guardMaxTreeCache = 16 << 20
 	// guardMaxRaw bounds HEAD and a pseudo-ref.
 	guardMaxRaw = 64 << 10
-	// guardTimeout bounds one check or record.
-	guardTimeout = 2 * time.Minute
 )
+
+// guardTimeout bounds one record or check (git hangs on a FIFO a command
+// leaves for a ref or an object); a variable for the tests.
+var guardTimeout = 30 * time.Second
 
 // guardPseudoRefs are the refs in the git dir outside refs/ that the
 // user's git takes commits from (git merge FETCH_HEAD, git reset ORIG_HEAD,
@@ -94,12 +96,21 @@ var guardGitArgs = []string{
 }
 
 type gitGuard struct {
-	mu      sync.Mutex // guards running and recs, and serialises every record and check
-	running int        // writing sandboxed spawns between begin and end
-	recs    map[string]*guardRec
+	mu    sync.Mutex // guards repos
+	repos map[string]*guardRepo
 }
 
-var theGuard = &gitGuard{recs: map[string]*guardRec{}}
+// guardRepo is one repository holding protected paths: its spawns are
+// counted, and its records and checks made, one at a time, under its own
+// lock (a command that makes git hang in one repository, a FIFO for a ref
+// say, holds up only the spawns that write it, for at most guardTimeout).
+type guardRepo struct {
+	mu      sync.Mutex           // guards running and recs, and serialises this repository's records and checks
+	running int                  // writing sandboxed spawns with a share here, between begin and end
+	recs    map[string]*guardRec // by protected paths
+}
+
+var theGuard = &gitGuard{repos: map[string]*guardRepo{}}
 
 // guardRec is what is known of one repository for one set of protected
 // paths.
@@ -146,12 +157,17 @@ type indexState struct {
 	entries []string // "mode oid stage\tpath", at or under a protected path
 }
 
-// guardTicket is one spawn's share of the check.
+// guardTicket is one spawn's share of the check: one per repository that
+// holds protected paths.
 type guardTicket struct {
-	g       *gitGuard
-	rec     *guardRec // nil: nothing to check
+	shares  []guardShare
 	workdir string
 	pending []GitProtected // set back at begin, after a failed check
+}
+
+type guardShare struct {
+	repo *guardRepo
+	rec  *guardRec
 }
 
 var guardBin = sync.OnceValue(func() string {
@@ -168,108 +184,172 @@ var guardBin = sync.OnceValue(func() string {
 	return ""
 })
 
-// guardKey finds the repository p's worktree belongs to and the protected
-// paths inside its work tree (relative to its top, "." for all of it).
-// Nothing (ok false) when there is none, or no git to check with.
-func guardKey(p *Policy, bin string) (rec *guardRec, ok bool, err error) {
+// guardRecs finds the repositories that hold p's protected paths and
+// that p's sandboxes can write: the one p's worktree belongs to, and any
+// other whose git dir lies in a write root (a nested repository, one under
+// an extra root). Each comes with the protected paths in its work tree,
+// relative to its top. None when there is no git to check with.
+func guardRecs(p *Policy, bin string) ([]*guardRec, error) {
 	if bin == "" || len(p.protect) == 0 {
-		return nil, false, nil
+		return nil, nil
 	}
-	gitDir, gitlink, common, err := discoverRepo(p.Workdir())
-	if err != nil || gitDir == "" {
-		return nil, false, nil // no repository (Inspect refuses a broken one)
-	}
-	top := filepath.Dir(gitDir)
-	if gitlink != "" {
-		top = filepath.Dir(gitlink)
-	}
-	for _, d := range []*string{&gitDir, &common, &top} {
-		if *d, err = filepath.EvalSymlinks(*d); err != nil {
-			var errno syscall.Errno
-			errors.As(err, &errno)
-			return nil, false, fmt.Errorf("protected paths in git: the repository cannot be resolved (%v)", errno)
+	roots := append(p.WriteRoots(), p.StateRW()...)
+	var recs []*guardRec
+	add := func(gitDir, gitlink, common string, mustWrite bool) *guardRec {
+		top := filepath.Dir(gitDir)
+		if gitlink != "" {
+			top = filepath.Dir(gitlink)
 		}
+		for _, d := range []*string{&gitDir, &common, &top} {
+			r, err := filepath.EvalSymlinks(*d)
+			if err != nil {
+				return nil
+			}
+			*d = r
+		}
+		if mustWrite && !underAny(gitDir, roots) && !underAny(common, roots) {
+			return nil
+		}
+		for _, r := range recs {
+			if r.gitDir == gitDir {
+				return r
+			}
+		}
+		r := &guardRec{bin: bin, gitDir: gitDir, common: common, top: top, sigs: map[string][]string{}, trees: map[string][]byte{}}
+		recs = append(recs, r)
+		return r
 	}
-	var paths []string
+	if gitDir, gitlink, common, err := discoverRepo(p.Workdir()); err == nil && gitDir != "" {
+		add(gitDir, gitlink, common, false)
+	}
 	for _, q := range p.protectSpellings() {
 		q = filepath.Clean(q)
-		if !Within(q, top) || Within(q, filepath.Join(top, ".git")) || Within(q, gitDir) || Within(q, common) || strings.ContainsAny(q, "\n\x00") {
+		if !filepath.IsAbs(q) || strings.ContainsAny(q, "\n\x00") {
 			continue
 		}
-		rel, err := filepath.Rel(top, q)
-		if err != nil || slices.Contains(paths, rel) {
+		// The innermost repository whose work tree holds q.
+		var rec *guardRec
+		for _, r := range recs {
+			if Within(q, r.top) && (rec == nil || len(r.top) > len(rec.top)) {
+				rec = r
+			}
+		}
+		if d := existingAncestor(q); d != "" {
+			if gitDir, gitlink, common, err := discoverRepo(d); err == nil && gitDir != "" {
+				if r := add(gitDir, gitlink, common, true); r != nil && (rec == nil || len(r.top) > len(rec.top)) {
+					rec = r
+				}
+			}
+		}
+		if rec == nil || !Within(q, rec.top) || Within(q, filepath.Join(rec.top, ".git")) || Within(q, rec.gitDir) || Within(q, rec.common) {
 			continue
 		}
-		paths = append(paths, rel)
+		if rel, err := filepath.Rel(rec.top, q); err == nil && !slices.Contains(rec.paths, rel) {
+			rec.paths = append(rec.paths, rel)
+		}
 	}
-	if len(paths) == 0 {
-		return nil, false, nil
+	recs = slices.DeleteFunc(recs, func(r *guardRec) bool { return len(r.paths) == 0 })
+	if len(recs) > 0 && underAny(bin, roots) {
+		return nil, errors.New("protected paths in git: the git on the server's PATH lies where sandboxed commands can write")
 	}
-	if underAny(bin, append(p.WriteRoots(), p.StateRW()...)) {
-		return nil, false, errors.New("protected paths in git: the git on the server's PATH lies where sandboxed commands can write")
+	for _, r := range recs {
+		slices.Sort(r.paths)
 	}
-	slices.Sort(paths)
-	return &guardRec{bin: bin, gitDir: gitDir, common: common, top: top, paths: paths, sigs: map[string][]string{}, trees: map[string][]byte{}}, true, nil
+	return recs, nil
 }
 
-// begin counts a writing spawn in, first taking a new record of its
-// repository when none runs. It refuses the spawn when no record can be
-// taken, or when the last check could not finish and cannot now.
+// existingAncestor is the nearest directory at or above p that exists ("" for
+// none).
+func existingAncestor(p string) string {
+	for d := p; ; d = filepath.Dir(d) {
+		if k, _ := lstatKind(d); k == PathDir {
+			return d
+		}
+		if d == "/" {
+			return ""
+		}
+	}
+}
+
+// begin counts a writing spawn in with every repository holding its
+// protected paths, first taking a new record of one when none of its
+// spawns runs. It refuses the spawn when no record can be taken, or when
+// the last check could not finish and cannot now.
 func (g *gitGuard) begin(p *Policy) (*guardTicket, error) {
-	fresh, ok, err := guardKey(p, guardBin())
+	fresh, err := guardRecs(p, guardBin())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnsafeLayout, err)
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	t := &guardTicket{g: g, workdir: p.Workdir()}
-	if ok {
-		key := fresh.gitDir + "\x00" + strings.Join(fresh.paths, "\x00")
-		rec := g.recs[key]
-		if rec == nil {
-			rec = fresh
-			g.recs[key] = rec
+	t := &guardTicket{workdir: p.Workdir()}
+	for _, f := range fresh {
+		g.mu.Lock()
+		repo := g.repos[f.gitDir]
+		if repo == nil {
+			repo = &guardRepo{recs: map[string]*guardRec{}}
+			g.repos[f.gitDir] = repo
 		}
-		if rec.failed != "" && rec.state != nil {
-			changes, err := rec.check(t.workdir)
-			if err != nil {
-				rec.failed = err.Error()
-				return nil, fmt.Errorf("%w: protected paths in git: %s", ErrUnsafeLayout, rec.failed)
-			}
-			rec.failed, t.pending = "", changes
+		g.mu.Unlock()
+		if err := t.join(repo, f); err != nil {
+			t.end()
+			return nil, err
 		}
-		if g.running == 0 || rec.state == nil {
-			if err := rec.record(); err != nil {
-				return nil, fmt.Errorf("%w: protected paths in git: %s", ErrUnsafeLayout, err)
-			}
-		}
-		t.rec = rec
 	}
-	g.running++
 	return t, nil
 }
 
-// end checks after the spawn and returns what was set back.
+func (t *guardTicket) join(repo *guardRepo, fresh *guardRec) error {
+	repo.mu.Lock()
+	defer repo.mu.Unlock()
+	key := strings.Join(fresh.paths, "\x00")
+	rec := repo.recs[key]
+	if rec == nil {
+		rec = fresh
+		repo.recs[key] = rec
+	}
+	if rec.failed != "" && rec.state != nil {
+		changes, err := rec.check(t.workdir)
+		t.pending = append(t.pending, changes...)
+		if err != nil {
+			rec.failed = err.Error()
+			return fmt.Errorf("%w: protected paths in git: %s", ErrUnsafeLayout, rec.failed)
+		}
+		rec.failed = ""
+	}
+	if repo.running == 0 || rec.state == nil {
+		if err := rec.record(); err != nil {
+			return fmt.Errorf("%w: protected paths in git: %s", ErrUnsafeLayout, err)
+		}
+	}
+	repo.running++
+	t.shares = append(t.shares, guardShare{repo: repo, rec: rec})
+	return nil
+}
+
+// end checks every repository after the spawn and returns what was set
+// back.
 func (t *guardTicket) end() []GitProtected {
 	if t == nil {
 		return nil
 	}
-	g := t.g
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.running--
 	out := t.pending
-	if t.rec == nil || t.rec.state == nil {
-		return out
+	for _, sh := range t.shares {
+		out = append(out, sh.end(t.workdir)...)
 	}
-	changes, err := t.rec.check(t.workdir)
-	out = append(out, changes...)
-	if err != nil {
-		t.rec.failed = err.Error()
-		return append(out, GitProtected{What: "the protected-in-git check failed, later commands are refused until it succeeds: " + t.rec.failed})
-	}
-	t.rec.failed = ""
+	t.shares = nil
 	return out
+}
+
+func (sh guardShare) end(workdir string) []GitProtected {
+	sh.repo.mu.Lock()
+	defer sh.repo.mu.Unlock()
+	sh.repo.running--
+	changes, err := sh.rec.check(workdir)
+	if err != nil {
+		sh.rec.failed = err.Error()
+		return append(changes, GitProtected{What: "the protected-in-git check failed, later commands are refused until it succeeds: " + sh.rec.failed})
+	}
+	sh.rec.failed = ""
+	return changes
 }
 
 // record takes the record anew.

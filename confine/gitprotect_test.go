@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // --- The sweep and protected paths ---------------------------------------
@@ -205,7 +207,7 @@ func (f guardFixture) checkClean(t *testing.T, evil string) {
 	}
 }
 
-func newGuard() *gitGuard { return &gitGuard{recs: map[string]*guardRec{}} }
+func newGuard() *gitGuard { return &gitGuard{repos: map[string]*guardRepo{}} }
 
 func reported(changes []GitProtected) string {
 	var b strings.Builder
@@ -268,7 +270,7 @@ func TestGitProtectSetsBack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tk.rec == nil {
+			if len(tk.shares) != 1 {
 				t.Fatal("no record taken for a repository with a protected path")
 			}
 			evil := c.attack(t, f)
@@ -509,8 +511,8 @@ func TestGitProtectLinkedWorktree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tk.rec == nil || tk.rec.common == tk.rec.gitDir {
-		t.Fatalf("the linked worktree's git dir was not told from its common dir: %+v", tk.rec)
+	if len(tk.shares) != 1 || tk.shares[0].rec.common == tk.shares[0].rec.gitDir {
+		t.Fatalf("the linked worktree's git dir was not told from its common dir: %+v", tk.shares)
 	}
 	evil := f.evilCommit(t)
 	f.git(t, "update-ref", "refs/bisect/bad", evil)
@@ -586,5 +588,86 @@ func BenchmarkGitProtect(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestGitProtectNested: a protected path inside a repository nested in the
+// worktree (its own git dir, which sandboxes can write) is checked in that
+// repository.
+func TestGitProtectNested(t *testing.T) {
+	f := newGuardFixture(t)
+	lib := filepath.Join(f.work, "vendor", "lib")
+	gitRepo(t, f.home, lib)
+	mustWrite(t, filepath.Join(lib, "release.sh"), "echo release\n")
+	git(t, f.home, lib, "add", ".")
+	git(t, f.home, lib, "commit", "-qm", "release")
+	before := git(t, f.home, lib, "rev-parse", "HEAD")
+	s := f.spec(ModeWorkspaceWrite, NetworkOff)
+	s.Protected = []string{filepath.Join(lib, "release.sh")}
+	p, err := Resolve(s, usableHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.shareWithTestUser(t)
+	g := newGuard()
+	tk, err := g.begin(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := git(t, f.home, lib, "hash-object", "-w", f.evil)
+	git(t, f.home, lib, "update-index", "--cacheinfo", "100755,"+blob+",release.sh")
+	git(t, f.home, lib, "commit", "-qm", "x")
+	got := reported(tk.end())
+	if !strings.Contains(got, "vendor/lib/release.sh: refs/heads/main was moved") {
+		t.Errorf("the nested repository was not checked:\n%s", got)
+	}
+	if now := git(t, f.home, lib, "rev-parse", "HEAD"); now != before {
+		t.Errorf("the nested main is %s, want %s", now, before)
+	}
+}
+
+// TestGitProtectHangBounded: a FIFO a command leaves for a ref makes the
+// server's git hang; the check gives up within guardTimeout, fails closed,
+// and holds up no spawn writing another repository meanwhile.
+func TestGitProtectHangBounded(t *testing.T) {
+	defer func(d time.Duration) { guardTimeout = d }(guardTimeout)
+	guardTimeout = 10 * time.Second
+	a, b := newGuardFixture(t), newGuardFixture(t)
+	g := newGuard()
+	ta, err := g.begin(a.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(a.work, ".git", "refs", "heads", "hang"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []GitProtected, 1)
+	go func() { done <- ta.end() }()
+	tb, err := g.begin(b.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.evilCommit(t)
+	if got := reported(tb.end()); !strings.Contains(got, "refs/heads/main") {
+		t.Errorf("the other repository's check: %s", got)
+	}
+	select {
+	case <-done:
+		t.Errorf("the other repository's spawn waited for the hung check")
+	default:
+	}
+	select {
+	case ch := <-done:
+		if got := reported(ch); !strings.Contains(got, "failed") || !strings.Contains(got, "longer than") {
+			t.Errorf("the hung check: %s", got)
+		}
+	case <-time.After(guardTimeout + time.Minute):
+		t.Fatal("the hung check never gave up")
+	}
+	os.Remove(filepath.Join(a.work, ".git", "refs", "heads", "hang"))
+	if tk, err := g.begin(a.p); err != nil {
+		t.Errorf("after the FIFO is gone: %v", err)
+	} else {
+		tk.end()
 	}
 }
