@@ -32,13 +32,20 @@ import (
 // writable), so without this check it could put its own version of a
 // protected file into HEAD, a branch or the index, and the user's own
 // `git checkout -- FILE`, `git reset --hard` or `git push` would write or
-// ship it. So around every writing sandboxed spawn of a policy with
-// protected paths inside its repository, the server records what git holds
-// at each protected path (the index entries at and under it; for every ref,
-// for HEAD and for the pseudo-refs the tree entry there), and after the
-// spawn sets back every ref, HEAD, pseudo-ref and index entry that now
-// holds something else there, keeping the commit it named reachable under
+// ship it. So around every writing sandboxed spawn, for every repository
+// that holds one of the policy's protected paths and that its sandboxes
+// can write (the worktree's, a nested one, one under an extra root), the
+// server records what git holds at each protected path (the index entries
+// at and under it; for every ref, for HEAD and for the pseudo-refs the
+// mode and object id of the tree entry there), and after the spawn sets
+// back every ref, HEAD, pseudo-ref and index entry that now holds something
+// else there, keeping the commit it named reachable under
 // refs/evener-quarantine/ (README, "Protected paths and runner state").
+// Not judged: a ref, HEAD or pseudo-ref now naming a commit a ref (not a
+// quarantine ref) or HEAD already named, which holds nothing the command
+// made; and, for a new ref or a pseudo-ref, a protected path its commit
+// does not hold at all (unrelated history: notes, another project's
+// remote, an old tag). A ref that moved may not drop one.
 //
 // What the server runs is inert: git with no system or global
 // configuration, an explicit git dir and work tree, fsmonitor, hooks,
@@ -53,11 +60,13 @@ import (
 // the server holds on its private directory.
 //
 // The record is one per repository and set of protected paths. It is taken
-// again only when no writing sandboxed spawn runs (as the sweep's record),
-// and replaced after every check by what is there once the check set
-// things back: so a change a command that still runs made is judged at the
-// next spawn's end against the state before it, never taken for the
-// user's.
+// again only when no spawn with a share in that repository runs (as the
+// sweep's record), and replaced after every check by what is there once
+// the check set things back: so a change a command that still runs made is
+// judged at the next spawn's end against the state before it, never taken
+// for the user's. A check that cannot finish (git hangs on a FIFO left for
+// a ref, a refs directory became a symlink) fails closed: that
+// repository's spawns are refused until one does.
 
 const (
 	quarantineRefPrefix = "refs/evener-quarantine/"
