@@ -330,7 +330,7 @@ func (s *Launcher) Run(ctx context.Context, c Command) (res Result, err error) {
 	}
 	defer func() {
 		Phase("sweep-end")
-		res.Quarantined = sw.end()
+		sw.end(&res)
 		Phase("swept")
 		FlushPhases()
 	}()

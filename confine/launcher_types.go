@@ -50,6 +50,21 @@ type Result struct {
 	// worktree-relative path and what was renamed (README, "Git"). Empty
 	// when nothing was.
 	Quarantined []string
+	// GitProtected lists what the protected-in-git check set back after
+	// the command: a ref, HEAD or index entry it moved that changed a
+	// protected path in git (README, "Protected paths and runner state";
+	// Linux). Empty when nothing was.
+	GitProtected []GitProtected
+}
+
+// GitProtected is one protected path the command changed through git.
+type GitProtected struct {
+	// Path is the protected path, relative to the worktree ("" when the
+	// check itself failed).
+	Path string
+	// What says what changed and what was done about it, naming refs and
+	// worktree-relative paths only.
+	What string
 }
 
 // Prepared is a fully resolved spawn: what will run and with what view.

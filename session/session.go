@@ -166,6 +166,12 @@ func Open(base *confine.Policy, mutates bool, req Request, o Options) (*Session,
 	}
 	if o.Terminals != nil {
 		s.Terminals = terminal.NewSet(s.Launcher, *o.Terminals)
+		// What the server did in git after a terminal's program ended
+		// (README, "Violations"): no call waits for it, so only the
+		// session's violations tell.
+		s.Terminals.OnEnd(func(id string, res confine.Result) {
+			s.Violations.Add("terminal_start", GitViolations(res)...)
+		})
 	}
 	if o.FileLayer {
 		switch s.Files, err = s.newFiles(pol); {

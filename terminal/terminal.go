@@ -67,10 +67,11 @@ type Set struct {
 	l   *confine.Launcher
 	lim Limits
 
-	mu     sync.Mutex // guards terms, next and closed
+	mu     sync.Mutex // guards terms, next, closed and onEnd
 	terms  map[string]*Terminal
 	next   int
 	closed bool
+	onEnd  func(id string, res confine.Result)
 
 	stop chan struct{} // closed by Close: ends the idle reaper
 }
@@ -91,6 +92,15 @@ func NewSet(l *confine.Launcher, lim Limits) *Set {
 	s := &Set{l: l, lim: lim, terms: map[string]*Terminal{}, stop: make(chan struct{})}
 	go s.reap()
 	return s
+}
+
+// OnEnd makes f receive how each later terminal's program ended (what the
+// git sweep and the protected-in-git check did after it, say), on the
+// goroutine that waited for it. f must not block.
+func (s *Set) OnEnd(f func(id string, res confine.Result)) {
+	s.mu.Lock()
+	s.onEnd = f
+	s.mu.Unlock()
 }
 
 // Terminal is one program on a pseudo-terminal.
@@ -245,6 +255,12 @@ func (s *Set) Start(o StartOptions) (*Terminal, error) {
 	go t.readOutput(readerDone)
 	go func() {
 		e := <-end
+		s.mu.Lock()
+		onEnd := s.onEnd
+		s.mu.Unlock()
+		if onEnd != nil {
+			onEnd(id, e.res)
+		}
 		// The reader ends once the program's side of the terminal is
 		// closed everywhere; a process that outlived the program (only
 		// possible without a sandbox, where no PID namespace ends with it)

@@ -107,13 +107,18 @@ func Shell(d Deps) Tool {
 			net = d.NetViolations(started, time.Now())
 		}
 		// Repositories the git sweep set aside after the command (README,
-		// "Git"): the model learns why its repository is gone.
+		// "Git"), and protected paths the command changed in git that were
+		// set back (README, "Protected paths and runner state"): the model
+		// learns why its repository or commit is gone.
 		var gitNotes strings.Builder
-		var setAside []session.Violation
-		for _, q := range res.Quarantined {
-			target, _, _ := strings.Cut(q, ":")
-			setAside = append(setAside, session.Violation{Action: session.ActionGitSetAside, Target: target, Raw: clip(q, 300)})
-			gitNotes.WriteString("\n[git: " + q + "]")
+		setAside := session.GitViolations(res)
+		for i, v := range setAside {
+			if v.Action == session.ActionGitSetAside || v.Target == "" {
+				gitNotes.WriteString("\n[git: " + v.Raw + "]")
+			} else {
+				gitNotes.WriteString("\n[git: protected " + v.Target + ": " + v.Raw + "]")
+			}
+			setAside[i].Raw = clip(v.Raw, 300)
 		}
 		viol := append(append(append([]session.Violation{}, kernel...), net...), setAside...)
 		if d.Audit != nil {
