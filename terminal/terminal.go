@@ -248,18 +248,21 @@ func (s *Set) Start(o StartOptions) (*Terminal, error) {
 		master.Close()
 		return nil, errors.New("start the terminal: the sandbox did not start in time")
 	}
+	// The screen exists before anyone can find the terminal (Close,
+	// the idle reaper).
+	t.scr = newScreen(o.Cols, o.Rows, s.lim.ScreenBurst, s.lim.ScreenRate, master)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		cancel()
 		<-end
+		t.scr.close()
 		master.Close()
 		return nil, errors.New("the session is closing")
 	}
 	s.terms[id] = t
 	s.mu.Unlock()
 
-	t.scr = newScreen(o.Cols, o.Rows, s.lim.ScreenBurst, s.lim.ScreenRate, master)
 	readerDone := make(chan struct{})
 	go t.readOutput(readerDone)
 	go func() {
