@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -29,16 +30,31 @@ import (
 // user namespace it is not in, and a multithreaded Go process cannot enter
 // a user namespace at all. nsenter opens the descriptors through
 // /proc/<server>/fd, so no namespace descriptor is inherited by the command.
+//
+// The same holder bounds a user server's session as a whole (StartSpawner):
+// every sandboxed spawn of the session, whatever its network, enters the
+// holder's user namespace, and its bubblewrap runs under prlimit(1) with
+// RLIMIT_NPROC = procs. The kernel counts RLIMIT_NPROC per user namespace
+// and uid, and charges a process to every namespace above its own, each
+// level against the limit of whoever created the namespace below it: every
+// process of every sandbox of the session is charged to the holder's
+// namespace, checked against the procs their bubblewrap had when it made
+// the sandbox's namespace. So the session's sandboxes, their bubblewraps
+// and the holder count together against one procs. (Host uid 0 is exempt
+// from RLIMIT_NPROC in every namespace: a root server's session has a pids
+// cgroup instead, cgroup_linux.go.)
 
 // loopbackReadyTimeout bounds how long a holder may take to report ready.
 const loopbackReadyTimeout = 10 * time.Second
 
-// nsenterPaths are where nsenter(1) is looked for: system directories only,
-// never $PATH (a spawn's first program must not be the user's to replace).
-var nsenterPaths = []string{"/usr/bin/nsenter", "/bin/nsenter", "/usr/sbin/nsenter", "/sbin/nsenter"}
+// systemDirs are where nsenter(1) and prlimit(1) are looked for: system
+// directories only, never $PATH (a spawn's first program must not be the
+// user's to replace).
+var systemDirs = []string{"/usr/bin", "/bin", "/usr/sbin", "/sbin"}
 
-func findNsenter() string {
-	for _, p := range nsenterPaths {
+func findSystemTool(name string) string {
+	for _, d := range systemDirs {
+		p := filepath.Join(d, name)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 			return p
 		}
@@ -46,9 +62,30 @@ func findNsenter() string {
 	return ""
 }
 
-// loopback is a made session loopback.
+func findNsenter() string { return findSystemTool("nsenter") }
+func findPrlimit() string { return findSystemTool("prlimit") }
+
+// sessionRlimitMissing says why a user server's sessions cannot be bounded
+// as a whole (RLIMIT_NPROC then binds each sandbox), "" when they can.
+func sessionRlimitMissing() string {
+	var miss []string
+	for _, t := range []string{"nsenter", "prlimit"} {
+		if findSystemTool(t) == "" {
+			miss = append(miss, t)
+		}
+	}
+	if len(miss) == 0 {
+		return ""
+	}
+	return strings.Join(miss, " and ") + " (util-linux) not found in /usr/bin or /bin"
+}
+
+// loopback is a made session holder: the session's loopback, and for a
+// user server the session's user namespace.
 type loopback struct {
 	network Network   // the policy's network when it was made
+	relays  bool      // it relays to the session's proxies (network on)
+	prlimit string    // prlimit(1), set when spawns that join userNS run under it
 	cmd     *exec.Cmd // the holder's bwrap
 	hold    *os.File  // the holder's stdin: closing it ends the holder
 	netNS   *os.File  // the namespace spawns join
@@ -69,36 +106,49 @@ func (s *Launcher) LoopbackAvailable() error {
 	return nil
 }
 
-// sessionLoopback returns the loopback spawns under p join, making it on
-// first use; nil (and no error) when spawns make their own namespace: no
-// loopback was asked for, or the policy's network changed since it was
-// made (a narrowed session never joins a namespace whose relay it lost).
-func (s *Launcher) sessionLoopback(p *Policy) (*loopback, error) {
+// sessionHolder returns the holder spawns under p join, making it on first
+// use, and whether a spawn that takes the session's network (wantNet)
+// joins its network namespace. nil (and no error) when spawns make their
+// own namespaces: no loopback was asked for and the session is not bounded
+// as a whole (a root server's, or one without StartSpawner). The network is
+// not joined when the policy's network changed since the holder was made
+// (a narrowed session never joins a namespace whose relay it lost).
+func (s *Launcher) sessionHolder(p *Policy, wantNet bool) (*loopback, bool, error) {
 	s.lbMu.Lock()
 	defer s.lbMu.Unlock()
-	if !s.lbWanted {
-		return nil, nil
+	procs := s.be.sessionNS.Load() && !p.host.RunAsRoot
+	if !s.lbWanted && !procs {
+		return nil, false, nil
 	}
 	if s.lb == nil {
 		if s.lbErr != nil {
-			return nil, s.lbErr
+			return nil, false, s.lbErr
+		}
+		what := "session loopback"
+		if !s.lbWanted {
+			what = "session user namespace"
 		}
 		lb, err := s.makeLoopback(p)
 		if err != nil {
-			s.lbErr = fmt.Errorf("%w: session loopback: %v", ErrSandboxSetup, err)
-			return nil, s.lbErr
+			s.lbErr = fmt.Errorf("%w: %s: %v", ErrSandboxSetup, what, err)
+			return nil, false, s.lbErr
 		}
 		s.lb = lb
 	}
-	if s.lb.network != p.Network() {
-		return nil, nil
-	}
 	select {
 	case <-s.lb.exited:
-		return nil, fmt.Errorf("%w: the session's loopback holder ended", ErrSandboxSetup)
+		return nil, false, fmt.Errorf("%w: the session's holder ended", ErrSandboxSetup)
 	default:
 	}
-	return s.lb, nil
+	joinNet := s.lbWanted && wantNet && s.lb.network == p.Network()
+	if joinNet && p.Network() == NetworkOn && !s.lb.relays {
+		// Made before the session's proxies ran (for its user namespace).
+		return nil, false, fmt.Errorf("%w: the session loopback has no relay to the proxies", ErrSandboxSetup)
+	}
+	if !joinNet && !procs {
+		return nil, false, nil
+	}
+	return s.lb, joinNet, nil
 }
 
 // makeLoopback starts the holder and opens its namespaces. Called with
@@ -113,14 +163,18 @@ func (s *Launcher) makeLoopback(p *Policy) (*loopback, error) {
 		return nil, err
 	}
 	holdArgs := []string{exe, LoopbackSubcommand}
+	relays := false
 	if p.Network() == NetworkOn {
 		s.mu.Lock()
 		eg := s.egress
 		s.mu.Unlock()
-		if eg == nil {
+		switch {
+		case eg != nil:
+			holdArgs = append(holdArgs, eg.HTTPSocket, eg.SOCKSSocket)
+			relays = true
+		case s.lbWanted:
 			return nil, errors.New("the network is on but no egress proxies run for this session")
 		}
-		holdArgs = append(holdArgs, eg.HTTPSocket, eg.SOCKSSocket)
 	}
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
@@ -147,7 +201,9 @@ func (s *Launcher) makeLoopback(p *Policy) (*loopback, error) {
 	// ends threads (a root server's cgroup spawns end theirs), which
 	// would kill the holder under a live session. The holder ends when
 	// its stdin closes instead: on Close, and when the server dies.
-	cmd := &exec.Cmd{Path: p.host.Bwrap, Args: args, Dir: "/", Env: []string{"PATH=/usr/bin:/bin"},
+	// One scheduler slot: the holder's threads count against the
+	// session's procs like any process of the session.
+	cmd := &exec.Cmd{Path: p.host.Bwrap, Args: args, Dir: "/", Env: []string{"PATH=/usr/bin:/bin", "GOMAXPROCS=1"},
 		Stdin: inR, Stdout: outW, Stderr: os.Stderr, ExtraFiles: []*os.File{infoW}}
 	err = cmd.Start()
 	inR.Close()
@@ -157,7 +213,7 @@ func (s *Launcher) makeLoopback(p *Policy) (*loopback, error) {
 		inW.Close()
 		return nil, fmt.Errorf("start the holder: %w", err)
 	}
-	lb := &loopback{network: p.Network(), cmd: cmd, hold: inW, nsenter: ns, exited: make(chan struct{})}
+	lb := &loopback{network: p.Network(), relays: relays, cmd: cmd, hold: inW, nsenter: ns, exited: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(lb.exited) }()
 	fail := func(err error) (*loopback, error) {
 		lb.close()
@@ -197,6 +253,7 @@ func (s *Launcher) makeLoopback(p *Policy) (*loopback, error) {
 		if lb.userNS, err = os.Open("/proc/" + strconv.Itoa(r.pid) + "/ns/user"); err != nil {
 			return fail(err)
 		}
+		lb.prlimit = findPrlimit()
 	}
 	// Never the server's own network: a spawn that joined it would have
 	// the host's.
@@ -219,15 +276,41 @@ func (s *Launcher) makeLoopback(p *Policy) (*loopback, error) {
 }
 
 // wrap puts nsenter in front of a bubblewrap argv (path, args) so the
-// spawn starts in the loopback's namespaces.
-func (lb *loopback) wrap(path string, args []string) (string, []string) {
+// spawn starts in the holder's user namespace (user servers) and, with
+// joinNet, its network namespace; with the user namespace, prlimit in front
+// of nsenter sets the bubblewrap's RLIMIT_NPROC to procs before it makes the
+// sandbox's namespace (what bounds the session: see the top of this file).
+func (lb *loopback) wrap(path string, args []string, joinNet bool, procs int64) (string, []string) {
 	self := "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/"
-	w := []string{"nsenter"}
+	var w []string
+	if lb.userNS != nil && lb.prlimit != "" {
+		n := strconv.FormatInt(procsCeiling(procs), 10)
+		w = append(w, "prlimit", "--nproc="+n+":"+n, "--", lb.nsenter)
+	} else {
+		w = append(w, "nsenter")
+	}
 	if lb.userNS != nil {
 		w = append(w, "--user="+self+strconv.Itoa(int(lb.userNS.Fd())), "--preserve-credentials")
 	}
-	w = append(w, "--net="+self+strconv.Itoa(int(lb.netNS.Fd())), "--", path)
-	return lb.nsenter, append(w, args[1:]...)
+	if joinNet {
+		w = append(w, "--net="+self+strconv.Itoa(int(lb.netNS.Fd())))
+	}
+	w = append(w, "--", path)
+	first := lb.nsenter
+	if lb.userNS != nil && lb.prlimit != "" {
+		first = lb.prlimit
+	}
+	return first, append(w, args[1:]...)
+}
+
+// procsCeiling is procs, never above the hard RLIMIT_NPROC the server got
+// (an unprivileged process cannot raise it).
+func procsCeiling(procs int64) int64 {
+	var cur unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NPROC, &cur) == nil && cur.Max < uint64(procs) {
+		return int64(cur.Max)
+	}
+	return procs
 }
 
 // close ends the holder (its bwrap dies with it: --die-with-parent) and
