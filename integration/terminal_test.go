@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,6 +71,20 @@ func (m *mcpConn) termUntil(t *testing.T, id, want string) string {
 	return ""
 }
 
+// holders are the session holders (loopback_linux.go) of this run's
+// servers: the holder is this run's binary (other servers on the host have
+// theirs).
+func holders() []int {
+	var out []int
+	for _, p := range procsWith(binPath + " __loopback-hold") {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if strings.HasPrefix(string(b), binPath+"\x00__loopback-hold") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // TestTerminalTools: a python REPL answers, C-c interrupts, the screen
 // view places text where the program put it, the terminal is inside the
 // boundary, and terminal_close and the session's end leave no process.
@@ -90,16 +105,20 @@ func TestTerminalTools(t *testing.T) {
 			}
 		}
 
-		// No terminal yet: the shell runs as ever, with no loopback holder.
+		// No terminal yet: the shell runs as ever, with no loopback holder
+		// for a root server; a user server's session has its holder from
+		// the first spawn (its user namespace bounds the session's
+		// processes), the same one its terminals then share.
 		if out := m.shellOut(t, "echo before-terminal"); !strings.Contains(out, "before-terminal") {
 			t.Fatalf("shell: %q", out)
 		}
-		if hs := procsWith("__loopback-hold"); len(hs) != 0 {
-			t.Errorf("a loopback holder runs before any terminal: %v", hs)
+		before := holders()
+		if hs := before; id.root && len(hs) != 0 || !id.root && len(hs) != 1 {
+			t.Errorf("holders before any terminal: %v", hs)
 		}
 		repl := m.termStart(t, map[string]any{"command": "/usr/bin/python3 -q"})
-		if hs := procsWith("__loopback-hold"); len(hs) == 0 {
-			t.Error("no loopback holder once a terminal runs")
+		if hs := holders(); len(hs) != 1 || !id.root && !slices.Equal(hs, before) {
+			t.Errorf("holders once a terminal runs: %v (before: %v)", hs, before)
 		}
 		m.termUntil(t, repl, ">>>")
 		m.termSend(t, repl, "print(6*7)", "Enter")
@@ -163,9 +182,9 @@ func TestTerminalTools(t *testing.T) {
 		}
 		m.c.Close()
 		if !waitFor(5*time.Second, func() bool {
-			return len(procsWith("sleep 1043")) == 0 && len(procsWith("sleep 1000")) == 0 && len(procsWith("__loopback-hold")) == 0
+			return len(procsWith("sleep 1043")) == 0 && len(procsWith("sleep 1000")) == 0 && len(holders()) == 0
 		}) {
-			t.Errorf("the session ended but its terminals or loopback holder did not: %v %v", procsWith("sleep 10"), procsWith("__loopback-hold"))
+			t.Errorf("the session ended but its terminals or loopback holder did not: %v %v", procsWith("sleep 10"), holders())
 		}
 	})
 }
@@ -343,8 +362,8 @@ func TestTerminalHTTPSessionEnd(t *testing.T) {
 			t.Fatal("the third terminal never ran")
 		}
 		srv.stop(t) // SIGTERM
-		if !waitFor(5*time.Second, func() bool { return len(procsWith("sleep 106")) == 0 && len(procsWith("__loopback-hold")) == 0 }) {
-			t.Errorf("SIGTERM left terminals or loopback holders: %v %v", procsWith("sleep 106"), procsWith("__loopback-hold"))
+		if !waitFor(5*time.Second, func() bool { return len(procsWith("sleep 106")) == 0 && len(holders()) == 0 }) {
+			t.Errorf("SIGTERM left terminals or loopback holders: %v %v", procsWith("sleep 106"), holders())
 		}
 	})
 }
