@@ -181,6 +181,20 @@ func inCgroup(pid int, dir string) bool {
 	return false
 }
 
+// killCgroup sends SIGKILL to every process in the cgroup dir but this
+// server (a thread of it may still be there: startInCgroup).
+func killCgroup(dir string) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, l := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(l); err == nil && pid > 1 && pid != os.Getpid() {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+	}
+}
+
 // removePidsCgroup removes a cgroup once its processes are gone: the
 // kernel may take a while to release the last exited task (hundreds of
 // killed processes under load), so it retries with backoff for up to 10 s.

@@ -116,6 +116,7 @@ type spawn struct {
 	// terminal: a terminal's program, which leads a session of its own
 	// (Command.Terminal).
 	terminal bool
+	optsAt   [2]int // Prepared.optsAt
 }
 
 // NewLauncher creates the session's scratch directory (mode 0700).
@@ -348,7 +349,7 @@ func (s *Launcher) Run(ctx context.Context, c Command) (res Result, err error) {
 	cmd := &exec.Cmd{Path: pr.Path, Args: pr.Args, Env: pr.Env, Dir: pr.Dir,
 		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, WaitDelay: 2 * time.Second,
 		SysProcAttr: procAttr(pr.Sandboxed, c.Terminal)}
-	return s.launch(ctx, &spawn{cmd: cmd, sandboxed: pr.Sandboxed, began: began, terminal: c.Terminal}, c.OnStart)
+	return s.launch(ctx, &spawn{cmd: cmd, sandboxed: pr.Sandboxed, began: began, terminal: c.Terminal, optsAt: pr.optsAt}, c.OnStart)
 }
 
 // launch starts sp, releases it into its sandbox and waits for it.

@@ -148,13 +148,21 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 	}
 	args = append(args, plan.Args()...)
 	args = append(args, "--chdir", dir, "--")
+	optsEnd := len(args) - 1 // bwrap's "--"
 	args = append(args, cmdArgs...)
 	env := EnvFloor(p.env, s.envPass, p.Mode(), over, grantedRoots(p))
 	path := p.host.Bwrap
+	var optsAt [2]int
 	if lb != nil {
-		path, args = lb.wrap(path, args, joinNet, p.Limits().Procs)
+		var at int
+		path, args, at = lb.wrap(path, args, joinNet)
+		if lb.userNS != nil {
+			// In the session's user namespace: the options go through a
+			// pipe, after the process limit (start).
+			optsAt = [2]int{at + 1, at + optsEnd}
+		}
 	}
-	return &Prepared{Path: path, Args: args, Env: env, Dir: dir, Plan: plan, Sandboxed: true}, nil
+	return &Prepared{Path: path, Args: args, Env: env, Dir: dir, Plan: plan, Sandboxed: true, optsAt: optsAt}, nil
 }
 
 // setEgress: the bridge's sockets are bound into each sandbox (prepare).
@@ -171,6 +179,23 @@ func (b *osBackend) start(s *Launcher, sp *spawn, onStart func()) error {
 	cmd := sp.cmd
 	cmd.Dir = "/" // bwrap changes to the working directory inside
 	cmd.ExtraFiles = []*os.File{f.seccompR, f.infoW, f.blockR}
+	var opts []string
+	var optsR, optsW *os.File
+	if at := sp.optsAt; at[1] > at[0] {
+		// bwrap reads its options from descriptor 6, which it cannot do
+		// before the process limit is set below: it makes the sandbox's
+		// user namespace only once it has them all.
+		var err error
+		if optsR, optsW, err = os.Pipe(); err != nil {
+			f.closeChildEnds()
+			f.infoR.Close()
+			f.blockW.Close()
+			return fmt.Errorf("%w: options pipe: %v", ErrSandboxSetup, err)
+		}
+		opts = cmd.Args[at[0]:at[1]]
+		cmd.Args = append(append(cmd.Args[:at[0]:at[0]], "--args", "6"), cmd.Args[at[1]:]...)
+		cmd.ExtraFiles = append(cmd.ExtraFiles, optsR)
+	}
 	var err error
 	joined := false
 	switch {
@@ -187,11 +212,44 @@ func (b *osBackend) start(s *Launcher, sp *spawn, onStart func()) error {
 		err = cmd.Start()
 	}
 	f.closeChildEnds()
+	if optsR != nil {
+		optsR.Close()
+		if err == nil {
+			err = limitThenRelease(cmd.Process.Pid, s.p.Load().Limits().Procs, opts, optsW)
+			if err != nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		} else {
+			optsW.Close()
+		}
+	}
 	if err != nil {
 		f.infoR.Close()
 		f.blockW.Close()
 		return fmt.Errorf("start %s: %w", filepath.Base(cmd.Path), err)
 	}
+	return nil
+}
+
+// limitThenRelease sets pid's RLIMIT_NPROC to procs (soft and hard), then
+// writes bubblewrap's options, NUL-separated, to w and closes it (in the
+// background: a large mount plan outgrows the pipe, and bwrap drains it).
+func limitThenRelease(pid int, procs int64, opts []string, w *os.File) error {
+	n := uint64(procsCeiling(procs))
+	if err := unix.Prlimit(pid, unix.RLIMIT_NPROC, &unix.Rlimit{Cur: n, Max: n}, nil); err != nil {
+		w.Close()
+		return fmt.Errorf("%w: set the process limit: %v", ErrSandboxSetup, err)
+	}
+	var b bytes.Buffer
+	for _, o := range opts {
+		b.WriteString(o)
+		b.WriteByte(0)
+	}
+	go func() {
+		_, _ = w.Write(b.Bytes())
+		w.Close()
+	}()
 	return nil
 }
 
@@ -448,7 +506,9 @@ func (b *osBackend) close(s *Launcher) {
 	b.cg, b.cgClosed = "", true
 	b.cgMu.Unlock()
 	if dir != "" {
-		// Every process was killed: the cgroup empties as they exit.
+		// Close killed every sandbox it knew; one still held (Close ran
+		// from its onStart) is killed here, through the cgroup.
+		killCgroup(dir)
 		removePidsCgroup(dir)
 	}
 }

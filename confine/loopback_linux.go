@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -33,28 +32,29 @@ import (
 //
 // The same holder bounds a user server's session as a whole (StartSpawner):
 // every sandboxed spawn of the session, whatever its network, enters the
-// holder's user namespace, and its bubblewrap runs under prlimit(1) with
-// RLIMIT_NPROC = procs. The kernel counts RLIMIT_NPROC per user namespace
-// and uid, and charges a process to every namespace above its own, each
-// level against the limit of whoever created the namespace below it: every
-// process of every sandbox of the session is charged to the holder's
-// namespace, checked against the procs their bubblewrap had when it made
-// the sandbox's namespace. So the session's sandboxes, their bubblewraps
-// and the holder count together against one procs. (Host uid 0 is exempt
-// from RLIMIT_NPROC in every namespace: a root server's session has a pids
-// cgroup instead, cgroup_linux.go.)
+// holder's user namespace, and its bubblewrap gets RLIMIT_NPROC = procs
+// before it makes the sandbox's namespace: it reads its options from a pipe
+// (--args) the server fills only after prlimit(2) (launcher_linux.go). The
+// kernel counts RLIMIT_NPROC per user namespace and uid, and charges a
+// process to every namespace above its own, each level against the limit
+// of whoever created the namespace below it: every process of every
+// sandbox of the session is charged to the holder's namespace, checked
+// against the procs their bubblewrap had when it made the sandbox's
+// namespace. So the session's sandboxes and their bubblewraps count
+// together against one procs. A holder made for that alone ends once its
+// namespaces are open: the server's descriptors keep them. (Host uid 0 is
+// exempt from RLIMIT_NPROC in every namespace: a root server's session has
+// a pids cgroup instead, cgroup_linux.go.)
 
 // loopbackReadyTimeout bounds how long a holder may take to report ready.
 const loopbackReadyTimeout = 10 * time.Second
 
-// systemDirs are where nsenter(1) and prlimit(1) are looked for: system
-// directories only, never $PATH (a spawn's first program must not be the
-// user's to replace).
-var systemDirs = []string{"/usr/bin", "/bin", "/usr/sbin", "/sbin"}
+// nsenterPaths are where nsenter(1) is looked for: system directories only,
+// never $PATH (a spawn's first program must not be the user's to replace).
+var nsenterPaths = []string{"/usr/bin/nsenter", "/bin/nsenter", "/usr/sbin/nsenter", "/sbin/nsenter"}
 
-func findSystemTool(name string) string {
-	for _, d := range systemDirs {
-		p := filepath.Join(d, name)
+func findNsenter() string {
+	for _, p := range nsenterPaths {
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 			return p
 		}
@@ -62,36 +62,29 @@ func findSystemTool(name string) string {
 	return ""
 }
 
-func findNsenter() string { return findSystemTool("nsenter") }
-func findPrlimit() string { return findSystemTool("prlimit") }
-
 // sessionRlimitMissing says why a user server's sessions cannot be bounded
 // as a whole (RLIMIT_NPROC then binds each sandbox), "" when they can.
 func sessionRlimitMissing() string {
-	var miss []string
-	for _, t := range []string{"nsenter", "prlimit"} {
-		if findSystemTool(t) == "" {
-			miss = append(miss, t)
-		}
+	if findNsenter() == "" {
+		return "nsenter (util-linux) not found in /usr/bin or /bin"
 	}
-	if len(miss) == 0 {
-		return ""
-	}
-	return strings.Join(miss, " and ") + " (util-linux) not found in /usr/bin or /bin"
+	return ""
 }
 
 // loopback is a made session holder: the session's loopback, and for a
-// user server the session's user namespace.
+// user server the session's user namespace. Guarded by the launcher's
+// lbMu.
 type loopback struct {
-	network Network   // the policy's network when it was made
-	relays  bool      // it relays to the session's proxies (network on)
-	prlimit string    // prlimit(1), set when spawns that join userNS run under it
-	cmd     *exec.Cmd // the holder's bwrap
-	hold    *os.File  // the holder's stdin: closing it ends the holder
-	netNS   *os.File  // the namespace spawns join
-	userNS  *os.File  // its owning user namespace (unprivileged servers)
+	network Network  // the policy's network when it was made
+	relays  bool     // a holder relays to the session's proxies (network on)
+	netNS   *os.File // the namespace spawns join
+	userNS  *os.File // its owning user namespace (unprivileged servers)
 	nsenter string
-	exited  chan struct{} // closed once the holder's bwrap is reaped
+	// The holder process, while one runs (nil for a session bound
+	// alone: its namespaces outlive it through netNS and userNS).
+	cmd    *exec.Cmd     // the holder's bwrap
+	hold   *os.File      // the holder's stdin: closing it ends the holder
+	exited chan struct{} // closed once the holder's bwrap is reaped
 }
 
 // LoopbackAvailable says whether this host can give a session a loopback
@@ -135,15 +128,18 @@ func (s *Launcher) sessionHolder(p *Policy, wantNet bool) (*loopback, bool, erro
 		}
 		s.lb = lb
 	}
-	select {
-	case <-s.lb.exited:
-		return nil, false, fmt.Errorf("%w: the session's holder ended", ErrSandboxSetup)
-	default:
+	if s.lb.exited != nil {
+		select {
+		case <-s.lb.exited:
+			return nil, false, fmt.Errorf("%w: the session's holder ended", ErrSandboxSetup)
+		default:
+		}
 	}
 	joinNet := s.lbWanted && wantNet && s.lb.network == p.Network()
-	if joinNet && p.Network() == NetworkOn && !s.lb.relays {
-		// Made before the session's proxies ran (for its user namespace).
-		return nil, false, fmt.Errorf("%w: the session loopback has no relay to the proxies", ErrSandboxSetup)
+	if joinNet && !s.lb.relays {
+		if err := s.revive(p, s.lb); err != nil {
+			return nil, false, fmt.Errorf("%w: session loopback: %v", ErrSandboxSetup, err)
+		}
 	}
 	if !joinNet && !procs {
 		return nil, false, nil
@@ -152,7 +148,10 @@ func (s *Launcher) sessionHolder(p *Policy, wantNet bool) (*loopback, bool, erro
 }
 
 // makeLoopback starts the holder and opens its namespaces. Called with
-// lbMu held.
+// lbMu held. A holder made only for a user server's session bound (no
+// loopback asked for yet) ends once its namespaces are open: the server's
+// descriptors keep them, so the session costs no process; revive starts
+// the relays in them if a loopback is asked for later.
 func (s *Launcher) makeLoopback(p *Policy) (*loopback, error) {
 	ns := findNsenter()
 	if ns == "" {
@@ -162,48 +161,128 @@ func (s *Launcher) makeLoopback(p *Policy) (*loopback, error) {
 	if err != nil {
 		return nil, err
 	}
+	keep := s.lbWanted || p.host.RunAsRoot
 	holdArgs := []string{exe, LoopbackSubcommand}
 	relays := false
-	if p.Network() == NetworkOn {
+	if keep && p.Network() == NetworkOn {
 		s.mu.Lock()
 		eg := s.egress
 		s.mu.Unlock()
-		switch {
-		case eg != nil:
-			holdArgs = append(holdArgs, eg.HTTPSocket, eg.SOCKSSocket)
-			relays = true
-		case s.lbWanted:
+		if eg == nil {
 			return nil, errors.New("the network is on but no egress proxies run for this session")
 		}
+		holdArgs = append(holdArgs, eg.HTTPSocket, eg.SOCKSSocket)
+		relays = true
 	}
-	infoR, infoW, err := os.Pipe()
+	lb := &loopback{network: p.Network(), relays: relays, nsenter: ns}
+	args := append([]string{"bwrap", "--unshare-user", "--unshare-net", "--unshare-pid", "--unshare-ipc",
+		"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--ro-bind", "/", "/",
+		"--info-fd", "3", "--"}, holdArgs...)
+	pid, err := lb.startHolder(p.host.Bwrap, args)
 	if err != nil {
 		return nil, err
+	}
+	fail := func(err error) (*loopback, error) {
+		lb.close()
+		return nil, err
+	}
+	// The holder is alive (it answered and waits on its stdin), so its pid
+	// names it while the descriptors are opened.
+	if lb.netNS, err = os.Open("/proc/" + strconv.Itoa(pid) + "/ns/net"); err != nil {
+		return fail(err)
+	}
+	if !p.host.RunAsRoot {
+		if lb.userNS, err = os.Open("/proc/" + strconv.Itoa(pid) + "/ns/user"); err != nil {
+			return fail(err)
+		}
+	}
+	// Never the server's own network: a spawn that joined it would have
+	// the host's.
+	var own, held unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/net", &own); err != nil {
+		return fail(err)
+	}
+	if err := unix.Fstat(int(lb.netNS.Fd()), &held); err != nil {
+		return fail(err)
+	}
+	if own.Ino == held.Ino && own.Dev == held.Dev {
+		return fail(errors.New("the holder is in the server's own network namespace"))
+	}
+	select {
+	case <-lb.exited:
+		return fail(errors.New("the holder ended while its namespaces were opened"))
+	default:
+	}
+	if !keep {
+		lb.endHolder()
+	}
+	return lb, nil
+}
+
+// revive readies a loopback asked for after its holder ended (made for the
+// session bound alone): the network namespace kept its loopback interface;
+// with the network on, the relays to the session's proxies start in it, in
+// a bubblewrap entered into the session's namespaces. Called with lbMu
+// held.
+func (s *Launcher) revive(p *Policy, lb *loopback) error {
+	if lb.network != NetworkOn || lb.relays || p.Network() != NetworkOn {
+		return nil
+	}
+	if lb.userNS == nil {
+		return errors.New("no user namespace to start the relays in")
+	}
+	s.mu.Lock()
+	eg := s.egress
+	s.mu.Unlock()
+	if eg == nil {
+		return errors.New("the network is on but no egress proxies run for this session")
+	}
+	exe, err := relayBinary()
+	if err != nil {
+		return err
+	}
+	self := "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/"
+	args := []string{"nsenter", "--user=" + self + strconv.Itoa(int(lb.userNS.Fd())), "--preserve-credentials",
+		"--net=" + self + strconv.Itoa(int(lb.netNS.Fd())), "--",
+		p.host.Bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc",
+		"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--ro-bind", "/", "/",
+		"--info-fd", "3", "--", exe, LoopbackSubcommand, eg.HTTPSocket, eg.SOCKSSocket}
+	if _, err := lb.startHolder(lb.nsenter, args); err != nil {
+		return fmt.Errorf("the relays: %w", err)
+	}
+	lb.relays = true
+	return nil
+}
+
+// startHolder starts a holder process (path, args: a bubblewrap whose info
+// goes to descriptor 3) and waits until it reports ready; it returns the
+// pid of the sandbox's init. On failure nothing of it is left.
+func (lb *loopback) startHolder(path string, args []string) (int, error) {
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		return 0, err
 	}
 	defer infoR.Close()
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		infoW.Close()
-		return nil, err
+		return 0, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		infoW.Close()
 		inR.Close()
 		inW.Close()
-		return nil, err
+		return 0, err
 	}
 	defer outR.Close()
-	args := append([]string{"bwrap", "--unshare-user", "--unshare-net", "--unshare-pid", "--unshare-ipc",
-		"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--ro-bind", "/", "/",
-		"--info-fd", "3", "--"}, holdArgs...)
 	// No parent-death signal: it follows the thread that forked, and Go
 	// ends threads (a root server's cgroup spawns end theirs), which
 	// would kill the holder under a live session. The holder ends when
 	// its stdin closes instead: on Close, and when the server dies.
 	// One scheduler slot: the holder's threads count against the
 	// session's procs like any process of the session.
-	cmd := &exec.Cmd{Path: p.host.Bwrap, Args: args, Dir: "/", Env: []string{"PATH=/usr/bin:/bin", "GOMAXPROCS=1"},
+	cmd := &exec.Cmd{Path: path, Args: args, Dir: "/", Env: []string{"PATH=/usr/bin:/bin", "GOMAXPROCS=1"},
 		Stdin: inR, Stdout: outW, Stderr: os.Stderr, ExtraFiles: []*os.File{infoW}}
 	err = cmd.Start()
 	inR.Close()
@@ -211,14 +290,11 @@ func (s *Launcher) makeLoopback(p *Policy) (*loopback, error) {
 	infoW.Close()
 	if err != nil {
 		inW.Close()
-		return nil, fmt.Errorf("start the holder: %w", err)
+		return 0, fmt.Errorf("start the holder: %w", err)
 	}
-	lb := &loopback{network: p.Network(), relays: relays, cmd: cmd, hold: inW, nsenter: ns, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(lb.exited) }()
-	fail := func(err error) (*loopback, error) {
-		lb.close()
-		return nil, err
-	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	lb.cmd, lb.hold, lb.exited = cmd, inW, exited
 	type ready struct {
 		pid int
 		err error
@@ -239,56 +315,37 @@ func (s *Launcher) makeLoopback(p *Policy) (*loopback, error) {
 	select {
 	case r = <-got:
 	case <-time.After(loopbackReadyTimeout):
-		return fail(errors.New("the holder did not report ready"))
+		r.err = errors.New("the holder did not report ready")
 	}
 	if r.err != nil {
-		return fail(fmt.Errorf("the holder: %w", r.err))
+		lb.endHolder()
+		return 0, fmt.Errorf("the holder: %w", r.err)
 	}
-	// The holder is alive (it answered and waits on its stdin), so its pid
-	// names it while the descriptors are opened.
-	if lb.netNS, err = os.Open("/proc/" + strconv.Itoa(r.pid) + "/ns/net"); err != nil {
-		return fail(err)
+	return r.pid, nil
+}
+
+// endHolder ends the holder process, if one runs, and waits for it.
+func (lb *loopback) endHolder() {
+	if lb.cmd == nil {
+		return
 	}
-	if !p.host.RunAsRoot {
-		if lb.userNS, err = os.Open("/proc/" + strconv.Itoa(r.pid) + "/ns/user"); err != nil {
-			return fail(err)
-		}
-		lb.prlimit = findPrlimit()
-	}
-	// Never the server's own network: a spawn that joined it would have
-	// the host's.
-	var own, held unix.Stat_t
-	if err := unix.Stat("/proc/self/ns/net", &own); err != nil {
-		return fail(err)
-	}
-	if err := unix.Fstat(int(lb.netNS.Fd()), &held); err != nil {
-		return fail(err)
-	}
-	if own.Ino == held.Ino && own.Dev == held.Dev {
-		return fail(errors.New("the holder is in the server's own network namespace"))
-	}
+	lb.hold.Close()
 	select {
 	case <-lb.exited:
-		return fail(errors.New("the holder ended while its namespaces were opened"))
-	default:
+	case <-time.After(5 * time.Second):
+		_ = lb.cmd.Process.Kill()
+		<-lb.exited
 	}
-	return lb, nil
+	lb.cmd, lb.hold, lb.exited = nil, nil, nil
 }
 
 // wrap puts nsenter in front of a bubblewrap argv (path, args) so the
 // spawn starts in the holder's user namespace (user servers) and, with
-// joinNet, its network namespace; with the user namespace, prlimit in front
-// of nsenter sets the bubblewrap's RLIMIT_NPROC to procs before it makes the
-// sandbox's namespace (what bounds the session: see the top of this file).
-func (lb *loopback) wrap(path string, args []string, joinNet bool, procs int64) (string, []string) {
+// joinNet, its network namespace. at is where bwrap's own argv (its path)
+// begins in the result.
+func (lb *loopback) wrap(path string, args []string, joinNet bool) (string, []string, int) {
 	self := "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/"
-	var w []string
-	if lb.userNS != nil && lb.prlimit != "" {
-		n := strconv.FormatInt(procsCeiling(procs), 10)
-		w = append(w, "prlimit", "--nproc="+n+":"+n, "--", lb.nsenter)
-	} else {
-		w = append(w, "nsenter")
-	}
+	w := []string{"nsenter"}
 	if lb.userNS != nil {
 		w = append(w, "--user="+self+strconv.Itoa(int(lb.userNS.Fd())), "--preserve-credentials")
 	}
@@ -296,11 +353,7 @@ func (lb *loopback) wrap(path string, args []string, joinNet bool, procs int64) 
 		w = append(w, "--net="+self+strconv.Itoa(int(lb.netNS.Fd())))
 	}
 	w = append(w, "--", path)
-	first := lb.nsenter
-	if lb.userNS != nil && lb.prlimit != "" {
-		first = lb.prlimit
-	}
-	return first, append(w, args[1:]...)
+	return lb.nsenter, append(w, args[1:]...), len(w) - 1
 }
 
 // procsCeiling is procs, never above the hard RLIMIT_NPROC the server got
@@ -319,11 +372,12 @@ func (lb *loopback) close() {
 	if lb == nil {
 		return
 	}
-	lb.hold.Close()
-	if lb.cmd.Process != nil {
+	if lb.cmd != nil {
+		lb.hold.Close()
 		_ = lb.cmd.Process.Kill()
+		<-lb.exited
+		lb.cmd, lb.hold, lb.exited = nil, nil, nil
 	}
-	<-lb.exited
 	for _, f := range []*os.File{lb.netNS, lb.userNS} {
 		if f != nil {
 			f.Close()
