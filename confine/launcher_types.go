@@ -76,4 +76,8 @@ type Prepared struct {
 	Plan      MountPlan // bubblewrap's mounts (Linux)
 	Profile   string    // the Seatbelt profile (macOS)
 	Sandboxed bool
+	// optsAt, when set, is where bubblewrap's options lie in Args: the
+	// backend passes them through a pipe instead, so the process limit is
+	// set on bubblewrap before it reads them (Linux, loopback_linux.go).
+	optsAt [2]int
 }

@@ -88,8 +88,8 @@ type Options struct {
 	// FileLayer opens the race-safe file layer (the MCP server's file
 	// tools); exec needs none.
 	FileLayer bool
-	// Spawner starts a spawner thread in the session's pids cgroup (root
-	// servers on cgroup v1): worth it for a long-lived session.
+	// Spawner bounds the session's processes as a whole
+	// (Launcher.StartSpawner): worth it for a long-lived session.
 	Spawner bool
 	// StateDir holds the audit log; "" keeps none.
 	StateDir string
