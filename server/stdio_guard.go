@@ -21,47 +21,35 @@ const MaxMessageBytes = 16 << 20
 // maxDepth bounds nesting in a message.
 const maxDepth = 64
 
-// guardedReader sits between stdin and mcp-go: each line is checked before
-// the protocol library decodes it. Go's decoder keeps the last of duplicate
-// keys and folds case, so {"path":"a","path":"/root/.ssh/x"} would reach a
-// handler as whatever the library chose; here such a message, an oversized
-// one, invalid UTF-8 or absurd nesting is answered with a JSON-RPC error and
-// never passed on. The server keeps serving either way.
+// guardedReader reads stdin for the stdio transport: each line is checked
+// before the protocol library decodes it. Go's decoder keeps the last of
+// duplicate keys and folds case, so {"path":"a","path":"/root/.ssh/x"}
+// would reach a handler as whatever the library chose; here such a
+// message, an oversized one, invalid UTF-8 or absurd nesting is answered
+// with a JSON-RPC error and never passed on. The server keeps serving
+// either way.
 type guardedReader struct {
 	in  *bufio.Reader
 	out *syncWriter
-	buf bytes.Buffer // what is ready to hand to mcp-go
-	id  []byte       // the id of the last oversized message, when found
-	// lane takes the gateway's calls (lane.go); nil: every line goes on.
-	lane *lane
+	id  []byte // the id of the last oversized message, when found
 }
 
 func newGuardedReader(r io.Reader, w *syncWriter) *guardedReader {
 	return &guardedReader{in: bufio.NewReaderSize(r, 64<<10), out: w}
 }
 
-func (g *guardedReader) Read(p []byte) (int, error) {
-	for g.buf.Len() == 0 {
-		line, tooBig, err := g.readLine()
-		if len(line) > 0 || tooBig {
-			switch msg := g.check(line, tooBig); {
-			case msg != "":
-				g.reject(line, msg)
-			case g.lane.take(line):
-				// served on the lane (lane.go)
-			default:
-				g.buf.Write(line)
-				g.buf.WriteByte('\n')
-			}
-		}
-		if err != nil {
-			if g.buf.Len() > 0 {
-				break
-			}
-			return 0, err
-		}
+// next returns the next line that passed the guard (nil for a refused or
+// empty one), and the error that ended the input after it.
+func (g *guardedReader) next() ([]byte, error) {
+	line, tooBig, err := g.readLine()
+	if len(line) == 0 && !tooBig {
+		return nil, err
 	}
-	return g.buf.Read(p)
+	if msg := g.check(line, tooBig); msg != "" {
+		g.reject(line, msg)
+		return nil, err
+	}
+	return line, err
 }
 
 // readLine reads one line, keeping at most MaxMessageBytes of it. Past
@@ -348,9 +336,10 @@ func (g *guardedReader) reject(line []byte, msg string) {
 // leadingID finds a top-level "id" before any nested object or array.
 var leadingID = regexp.MustCompile(`^\s*\{[^{}\[\]]*?"id"\s*:\s*(-?[0-9]{1,18}|"(?:[^"\\]|\\.){0,100}")`)
 
-// syncWriter serialises whole-message writes from mcp-go and the guard.
+// syncWriter serialises whole-message writes to stdout from mcp-go, the
+// guard, the lane and the hub's notifications.
 type syncWriter struct {
-	mu sync.Mutex
+	mu sync.Mutex // guards w: one whole message at a time
 	w  io.Writer
 }
 

@@ -4,40 +4,36 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// lane serves, over stdio, the tools/call requests of the MCP servers
-// behind this one (README, "MCP servers behind evener-mcp", speed). Such a
-// call does little work of ours, so what the protocol library spends on it
-// (five decodes of the request, a queue and two goroutine hand-offs, the
-// result decoded and encoded again) was most of what the gateway added to
-// a call. The guard, which reads every line anyway, hands such a request
-// here; it is decoded once, checked against the tool's input schema, run
-// through the one call pipeline (Hub.call: session, roots, hooks, audit,
-// metrics, violations, as every call) with the library's session in its
-// context, and its result written on the same stdout, after the call's
-// notifications. Everything else (our own tools, requests the lane does
-// not know every field of, a client on the sessionless revision) goes to
-// the library as before. Over HTTP there is no lane.
+// lane is the stdio transport's path for the tools/call requests of the
+// MCP servers behind this one (README, "MCP servers behind evener-mcp",
+// speed). Such a call does little work of ours, so what the protocol
+// library spends on it (five decodes of the request, a queue and two
+// goroutine hand-offs) was most of what the gateway added to a call. The
+// transport offers the lane every line the guard passed; the lane takes a
+// tools/call of a gateway tool, decodes it once and runs it through the
+// one call pipeline (Hub.call: arguments against the schema, session,
+// roots, hooks, audit, metrics, violations, panics, as every call) with the
+// library's session in its context, and writes the response as the library
+// would (its types, its encoding) on the same stdout, after the call's
+// notifications. What it keeps of its own is what the library cannot
+// share: the calls in flight, so that a notifications/cancelled naming one
+// cancels it. Everything else (our own tools, requests the lane does not
+// know every field of, a client on the sessionless revision) goes to the
+// library. Over HTTP there is no lane.
 type lane struct {
-	h   *Hub
-	out *syncWriter
+	t *stdioTransport
 	// base is the context the library gives its handlers (it holds the
 	// stdio session: roots, client capabilities); set before on.
 	base context.Context
 	// on is set once initialize on a revision with sessions was answered.
-	on     atomic.Bool
-	schema schemas
-	wg     sync.WaitGroup // the calls in flight
+	on atomic.Bool
+	wg sync.WaitGroup // the calls in flight
 	// jobs hands a call to an idle worker. Workers are kept (at most
 	// maxIdleWorkers idle): a new goroutine's stack grew through the JSON
 	// decoder on every call, an eighth of the lane's time.
@@ -69,8 +65,8 @@ type laneCall struct {
 	told   bool // the client cancelled it: no response is written
 }
 
-func newLane(h *Hub, out *syncWriter) *lane {
-	return &lane{h: h, out: out, flight: map[string]*laneCall{}, jobs: make(chan laneJob)}
+func newLane(t *stdioTransport) *lane {
+	return &lane{t: t, flight: map[string]*laneCall{}, jobs: make(chan laneJob)}
 }
 
 // laneRequest is a tools/call as the lane reads it. The members the
@@ -110,7 +106,7 @@ func (l *lane) take(line []byte) bool {
 		return false
 	}
 	key, ok := idKey(req.ID)
-	if !ok || !l.h.o.gw.has(req.Params.Name) {
+	if !ok || !l.t.h.gw.has(req.Params.Name) {
 		return false
 	}
 	args := req.Params.Arguments
@@ -180,8 +176,14 @@ func idKey(raw json.RawMessage) (string, bool) {
 // serve runs one call and writes its response.
 func (l *lane) serve(j laneJob) {
 	defer l.wg.Done()
-	id, name := j.id, j.name
-	res, err := l.run(j.ctx, name, j.args, j.meta)
+	req := mcp.CallToolRequest{}
+	req.Method = string(mcp.MethodToolsCall)
+	req.Params.Name = j.name
+	if j.args != nil {
+		req.Params.Arguments, req.Params.RawArguments = j.args, j.args
+	}
+	req.Params.Meta = j.meta
+	res, err := l.t.h.call(gatewayFacts(j.name))(j.ctx, req)
 	l.mu.Lock()
 	c := l.flight[j.key]
 	delete(l.flight, j.key)
@@ -190,96 +192,37 @@ func (l *lane) serve(j laneJob) {
 	if c.told {
 		return // a cancelled request gets no response (MCP specification)
 	}
-	var b bytes.Buffer
-	b.WriteString(`{"jsonrpc":"2.0","id":`)
-	b.Write(id)
-	if err == nil {
-		b.WriteString(`,"result":`)
-		if err = encodeResult(&b, res); err != nil {
-			b.Reset()
-			b.WriteString(`{"jsonrpc":"2.0","id":`)
-			b.Write(id)
-		}
-	}
+	b, err := response(j.id, res, err)
 	if err != nil {
-		enc, _ := json.Marshal(mcp.NewJSONRPCErrorDetails(mcp.INTERNAL_ERROR, err.Error(), nil))
-		b.WriteString(`,"error":`)
-		b.Write(enc)
+		l.t.h.o.logger().Error("encode tool result", "tool", j.name, "error", err.Error())
+		return
 	}
-	b.WriteString("}\n")
-	if _, err := l.out.Write(b.Bytes()); err != nil {
-		l.h.o.logger().Error("write tool result", "tool", name, "error", err.Error())
+	if _, err := l.t.out.Write(b); err != nil {
+		l.t.h.o.logger().Error("write tool result", "tool", j.name, "error", err.Error())
 	}
 }
 
-// encodeResult writes res as the library would to a client on a revision
-// with sessions (_meta, content, structuredContent, isError), but passes
-// the downstream's own content items (gateway.Content) as they are.
-func encodeResult(b *bytes.Buffer, res *mcp.CallToolResult) error {
-	if res == nil {
-		return errors.New("the tool returned no result")
+// response is the line answering request id with res or err, encoded as
+// the library encodes its own (mcp-go's response types, json.Marshal, a
+// newline), so that a call reads the same byte for byte whichever path
+// served it.
+func response(id json.RawMessage, res *mcp.CallToolResult, callErr error) ([]byte, error) {
+	var v any
+	if err := json.Unmarshal(id, &v); err != nil {
+		return nil, err
 	}
-	b.WriteString(`{"content":[`)
-	for i, c := range res.Content {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		item, err := json.Marshal(c)
-		if err != nil {
-			return fmt.Errorf("encode content %d: %w", i, err)
-		}
-		b.Write(item)
+	var msg mcp.JSONRPCMessage
+	if callErr != nil {
+		msg = mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(v),
+			Error: mcp.NewJSONRPCErrorDetails(mcp.INTERNAL_ERROR, callErr.Error(), nil)}
+	} else {
+		msg = mcp.NewJSONRPCResultResponse(mcp.NewRequestId(v), *res)
 	}
-	b.WriteByte(']')
-	if res.Meta != nil {
-		m, err := json.Marshal(res.Meta)
-		if err != nil {
-			return fmt.Errorf("encode _meta: %w", err)
-		}
-		b.WriteString(`,"_meta":`)
-		b.Write(m)
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case len(res.RawStructuredContent) > 0:
-		b.WriteString(`,"structuredContent":`)
-		b.Write(res.RawStructuredContent)
-	case res.StructuredContent != nil:
-		sc, err := json.Marshal(res.StructuredContent)
-		if err != nil {
-			return fmt.Errorf("encode structuredContent: %w", err)
-		}
-		b.WriteString(`,"structuredContent":`)
-		b.Write(sc)
-	}
-	if res.IsError {
-		b.WriteString(`,"isError":true`)
-	}
-	b.WriteByte('}')
-	return nil
-}
-
-// run is the call: the arguments checked against the tool's input schema
-// (as the library checks them on its path), then the one call pipeline.
-// A panic is an error, as the library's recovery makes it.
-func (l *lane) run(ctx context.Context, name string, args json.RawMessage, meta *mcp.Meta) (res *mcp.CallToolResult, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			res, err = nil, fmt.Errorf("panic recovered in %s tool handler: %v", name, r)
-		}
-	}()
-	if t := l.h.srv.GetTool(name); t != nil {
-		if err := l.schema.check(name, t.Tool, args); err != nil {
-			return mcp.NewToolResultError(err.Error()), nil
-		}
-	}
-	req := mcp.CallToolRequest{}
-	req.Method = string(mcp.MethodToolsCall)
-	req.Params.Name = name
-	if args != nil {
-		req.Params.Arguments, req.Params.RawArguments = args, args
-	}
-	req.Params.Meta = meta
-	return l.h.call(gatewayFacts(name))(ctx, req)
+	return append(b, '\n'), nil
 }
 
 // cancelled cancels the lane's call a notifications/cancelled names, and
@@ -324,66 +267,4 @@ func (l *lane) stop() {
 	l.mu.Lock()
 	close(l.jobs)
 	l.mu.Unlock()
-}
-
-// schemas are the compiled input schemas of the gateway's tools, checked
-// on the lane as the library checks them on its own path.
-type schemas struct {
-	mu sync.Mutex // guards m
-	m  map[string]compiled
-}
-
-// compiled is one tool's schema; s is nil when it has none, or one that
-// does not compile (the library then checks nothing either).
-type compiled struct {
-	src []byte
-	s   *jsonschema.Schema
-}
-
-func (c *schemas) check(name string, t mcp.Tool, args json.RawMessage) error {
-	src := t.RawInputSchema
-	if len(src) == 0 {
-		return nil
-	}
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[string]compiled{}
-	}
-	e, ok := c.m[name]
-	if !ok || !bytes.Equal(e.src, src) {
-		e = compiled{src: src, s: compileSchema(name, src)}
-		c.m[name] = e
-	}
-	c.mu.Unlock()
-	if e.s == nil {
-		return nil
-	}
-	var v any = map[string]any{}
-	if len(args) > 0 {
-		var err error
-		if v, err = jsonschema.UnmarshalJSON(bytes.NewReader(args)); err != nil {
-			return fmt.Errorf("invalid arguments: %w", err)
-		}
-	}
-	if err := e.s.Validate(v); err != nil {
-		return fmt.Errorf("input schema validation failed: %s", strings.Join(strings.Fields(err.Error()), " "))
-	}
-	return nil
-}
-
-func compileSchema(name string, src []byte) *jsonschema.Schema {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(src))
-	if err != nil {
-		return nil
-	}
-	loc := "mem:///evener-mcp/tools/" + url.PathEscape(name) + "/input-schema.json"
-	c := jsonschema.NewCompiler()
-	if c.AddResource(loc, doc) != nil {
-		return nil
-	}
-	s, err := c.Compile(loc)
-	if err != nil {
-		return nil
-	}
-	return s
 }
