@@ -39,16 +39,17 @@ func (h *Hub) call(f tools.Facts) mcpserver.ToolHandlerFunc {
 	}
 }
 
-// rawArguments is the call's arguments as JSON, nil for none.
+// rawArguments is the call's arguments as JSON, nil for none (absent, or
+// null: both read as an empty object).
 func rawArguments(req mcp.CallToolRequest) json.RawMessage {
+	switch a := req.Params.Arguments.(type) {
+	case nil:
+		return nil
+	case json.RawMessage:
+		return a
+	}
 	if len(req.Params.RawArguments) > 0 {
 		return req.Params.RawArguments
-	}
-	if req.Params.Arguments == nil {
-		return nil
-	}
-	if raw, ok := req.Params.Arguments.(json.RawMessage); ok {
-		return raw
 	}
 	b, err := json.Marshal(req.Params.Arguments)
 	if err != nil {

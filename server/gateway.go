@@ -91,9 +91,10 @@ func gatewayLine(servers []config.MCPServer) string {
 	return strings.Join(parts, ", ")
 }
 
-// StartupLine is the session's startup line, naming the MCP servers behind
-// it and the network each has (host: the one spawn that keeps the host's).
-func (s *Session) StartupLine() string {
+// startupLine is the stdio server's startup line: the sandbox session's,
+// naming the MCP servers behind it and the network each has (host: the one
+// spawn that keeps the host's).
+func (s *Session) startupLine() string {
 	line := s.Session.StartupLine()
 	if len(s.h.o.Config.MCPServers) > 0 {
 		line += "; MCP servers: " + gatewayLine(s.h.o.Config.MCPServers)

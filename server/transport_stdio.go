@@ -70,7 +70,7 @@ func (t *stdioTransport) begin(ctx context.Context, h *Hub) (string, error) {
 func (t *stdioTransport) open(ctx context.Context, n Narrowing) (*Session, error) {
 	return t.h.open(ctx, n, stdioKey, func(s *Session) error {
 		if t.started != nil {
-			line := s.StartupLine()
+			line := s.startupLine()
 			if n.asked() {
 				line += " (narrowed by the client)"
 			}
