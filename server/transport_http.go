@@ -101,7 +101,7 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 		return err
 	}
 	defer audit.Close()
-	store, cleanup, err := scratchParent(&o, ho)
+	store, cleanup, err := makeScratchParent(&o, ho)
 	if err != nil {
 		return err
 	}
@@ -136,11 +136,11 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 	return t.run(ctx, ho, hs, served)
 }
 
-// scratchParent makes the directory private to this server in which every
+// makeScratchParent makes the directory private to this server in which every
 // session's scratch and bridge sockets live, hidden from the other
 // sessions, into o.ScratchParent; with --persist-sessions, a stable one
 // and the store of the sessions' records. cleanup undoes what it made.
-func scratchParent(o *Options, ho HTTPOptions) (store *persistStore, cleanup func(), err error) {
+func makeScratchParent(o *Options, ho HTTPOptions) (store *persistStore, cleanup func(), err error) {
 	parent := o.Policy.ScratchRoot()
 	if parent == "" {
 		parent = os.TempDir()
@@ -531,7 +531,7 @@ func writeRPCErrorWith(w http.ResponseWriter, status int, id any, code int, msg 
 // holds one drives that sandbox) and forgets them when they end, so an
 // ended session answers 404 and the client starts a new one.
 type idManager struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards live
 	live map[string]bool
 }
 
