@@ -22,8 +22,9 @@ import (
 // get; a root server's read_file of another user's 0600 file fails as `cat`
 // does in the sandbox. The bounding set is untouched: bubblewrap, exec'd by
 // uid 0, gets its full permitted set back from it (execve(2), "Capabilities
-// and execution of programs by root"), as the pids cgroup code needs no
-// capability but uid 0's ownership of cgroupfs.
+// and execution of programs by root"); the pids cgroup code needs no
+// capability but uid 0's ownership of the cgroup parent it made before the
+// drop.
 var serverDroppedCaps = []int{
 	unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH, unix.CAP_FOWNER,
 	unix.CAP_FSETID, unix.CAP_LINUX_IMMUTABLE, unix.CAP_MKNOD,
@@ -45,6 +46,11 @@ func DropServerCapabilities() error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
+	// The one step that needs them: the parent of the sessions' pids
+	// cgroups, in a cgroupfs root uid 0 may write only through
+	// CAP_DAC_OVERRIDE (often mode 0555). Its outcome is kept for the
+	// probe and every spawn (cgroup_linux.go).
+	_, _ = PidsCgroup()
 	capHeader = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	if err := unix.Capget(&capHeader, &capData[0]); err != nil {
 		return fmt.Errorf("read capabilities: %w", err)

@@ -19,13 +19,22 @@ import (
 
 // The kernel never applies RLIMIT_NPROC to processes of host uid 0, and a
 // sandbox started by a root server still runs as host uid 0. For such a
-// server the process limit is a pids cgroup per spawn instead: the sandbox's
-// init is moved into it while bubblewrap holds it on the block descriptor,
-// so every process the command ever forks is counted.
+// server the process limit is one pids cgroup per session (per Launcher)
+// instead, whose pids.max is the policy's procs: every sandbox of the
+// session is born in it (cgroup v1: the thread that starts bwrap entered
+// it) or moved into it while bubblewrap holds it on the block descriptor
+// (cgroup v2), so every process any command of the session ever forks is
+// counted against the one limit.
+//
+// The parent of the session cgroups is made by a server while it still has
+// every capability (DropServerCapabilities calls PidsCgroup before it
+// drops them): a cgroupfs root is often mode 0555, writable to uid 0 only
+// through CAP_DAC_OVERRIDE, and the parent made (0755, owned by uid 0) is
+// writable to it without.
 
 // pidsController is where a pids cgroup can be created, or nil.
 type pidsController struct {
-	dir string // parent directory of the per-spawn cgroups
+	dir string // parent directory of the session cgroups
 	v2  bool   // the unified hierarchy (a process moves whole, never one thread)
 }
 
@@ -36,8 +45,25 @@ var (
 	pidsSeq  atomic.Uint64
 )
 
-// PidsCgroup reports whether per-spawn pids cgroups are available (root
-// servers only) and, when not, why.
+// pidsParentEnv names, for tests only, the parent of the session cgroups
+// in place of "evener-mcp" (one path component): a test can then start a
+// root server whose parent does not exist yet without touching the one
+// other servers on the host use.
+const pidsParentEnv = "EVENER_MCP_TEST_PIDS_PARENT"
+
+func pidsParentName() string {
+	n := os.Getenv(pidsParentEnv)
+	if n == "" || n == "." || n == ".." || len(n) > 64 || strings.ContainsFunc(n, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	}) {
+		return "evener-mcp"
+	}
+	return n
+}
+
+// PidsCgroup reports whether session pids cgroups are available (root
+// servers only) and, when not, why. The first call prepares their parent:
+// DropServerCapabilities makes it before it drops the capabilities.
 func PidsCgroup() (string, error) {
 	pidsOnce.Do(func() { pidsCtl, pidsErr = findPidsController() })
 	if pidsErr != nil {
@@ -46,14 +72,18 @@ func PidsCgroup() (string, error) {
 	return pidsCtl.dir, nil
 }
 
+// errNotRoot: RLIMIT_NPROC binds the server's sandboxes, no cgroup needed.
+var errNotRoot = errors.New("not root: RLIMIT_NPROC applies")
+
 func findPidsController() (*pidsController, error) {
 	if os.Geteuid() != 0 {
-		return nil, errors.New("not root: RLIMIT_NPROC applies")
+		return nil, errNotRoot
 	}
+	name := pidsParentName()
 	// cgroup v1 with a pids hierarchy.
 	v1 := "/sys/fs/cgroup/pids"
 	if isFS(v1, unix.CGROUP_SUPER_MAGIC) {
-		return prepare(filepath.Join(v1, "evener-mcp"), false)
+		return prepare(filepath.Join(v1, name), false)
 	}
 	// cgroup v2: the unified hierarchy, wherever it is mounted.
 	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
@@ -67,7 +97,7 @@ func findPidsController() (*pidsController, error) {
 		if err := enable(root); err != nil {
 			return nil, err
 		}
-		return prepare(filepath.Join(root, "evener-mcp"), true)
+		return prepare(filepath.Join(root, name), true)
 	}
 	return nil, errors.New("no pids cgroup controller mounted")
 }
@@ -88,6 +118,19 @@ func prepare(dir string, v2 bool) (*pidsController, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
+	// Usable once the capabilities are gone: a directory uid 0 owns and
+	// may write by its mode, on a writable mount.
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return nil, fmt.Errorf("stat %s: %w", dir, err)
+	}
+	if st.Uid != 0 || st.Mode&0o300 != 0o300 {
+		return nil, fmt.Errorf("%s (mode %#o, owner %d) is not writable without CAP_DAC_OVERRIDE", dir, st.Mode&0o7777, st.Uid)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil || fs.Flags&unix.ST_RDONLY != 0 {
+		return nil, fmt.Errorf("%s is on a read-only mount", dir)
+	}
 	if v2 {
 		if err := enable(dir); err != nil {
 			return nil, err
@@ -97,15 +140,15 @@ func prepare(dir string, v2 bool) (*pidsController, error) {
 	return &pidsController{dir: dir, v2: v2}, nil
 }
 
-// newPidsCgroup creates one spawn's cgroup limited to max processes.
-func newPidsCgroup(max int64) (string, error) {
+// newSessionCgroup creates one session's cgroup limited to max processes.
+func newSessionCgroup(max int64) (string, error) {
 	parent, err := PidsCgroup()
 	if err != nil {
 		return "", err
 	}
 	dir := filepath.Join(parent, fmt.Sprintf("%d-%d", os.Getpid(), pidsSeq.Add(1)))
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		return "", fmt.Errorf("create pids cgroup: %w", err)
+		return "", fmt.Errorf("create the session pids cgroup: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.FormatInt(max, 10)), 0); err != nil {
 		removePidsCgroup(dir)
@@ -138,6 +181,20 @@ func inCgroup(pid int, dir string) bool {
 	return false
 }
 
+// killCgroup sends SIGKILL to every process in the cgroup dir but this
+// server (a thread of it may still be there: startInCgroup).
+func killCgroup(dir string) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, l := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(l); err == nil && pid > 1 && pid != os.Getpid() {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+	}
+}
+
 // removePidsCgroup removes a cgroup once its processes are gone: the
 // kernel may take a while to release the last exited task (hundreds of
 // killed processes under load), so it retries with backoff for up to 10 s.
@@ -157,9 +214,8 @@ func removePidsCgroup(dir string) {
 
 // spawner is one locked OS thread living in a session's pids cgroup (cgroup
 // v1, where a single thread can be moved): every bubblewrap it starts is
-// born in that cgroup, so a spawn pays no migration (moving another process
-// waits for an RCU grace period, 5-17 ms on an idle host). The limit then
-// bounds the session's processes together rather than each command's.
+// born in that cgroup, so a spawn pays no thread of its own entering it
+// (startInCgroup).
 type spawner struct {
 	dir  string
 	reqs chan spawnReq
@@ -171,26 +227,17 @@ type spawnReq struct {
 	err chan error
 }
 
-// newSpawner creates the session cgroup (pids.max = max) and moves a
-// dedicated thread into it; nil where that cannot be done (not root, no
-// pids controller, cgroup v2).
-func newSpawner(max int64) (*spawner, error) {
-	if _, err := PidsCgroup(); err != nil {
-		return nil, err
-	}
-	if pidsCtl.v2 {
-		return nil, errors.New("cgroup v2 moves whole processes")
-	}
-	dir, err := newPidsCgroup(max)
-	if err != nil {
-		return nil, err
+// newSpawner moves a dedicated thread into the session cgroup dir (cgroup
+// v1 only: v2 moves whole processes).
+func newSpawner(dir string) (*spawner, error) {
+	if pidsCtl == nil || pidsCtl.v2 {
+		return nil, errors.New("no cgroup v1 pids hierarchy")
 	}
 	sp := &spawner{dir: dir, reqs: make(chan spawnReq), done: make(chan struct{})}
 	ready := make(chan error, 1)
 	onOwnThread(func() { sp.serve(ready) })
 	if err := <-ready; err != nil {
 		<-sp.done
-		removePidsCgroup(dir)
 		return nil, err
 	}
 	return sp, nil
@@ -220,13 +267,12 @@ func (sp *spawner) start(cmd *exec.Cmd) error {
 	return <-r.err
 }
 
-// stop ends the thread and removes the cgroup once it is empty. Callers
-// kill the session's processes first (they would get SIGKILL anyway: their
-// parent death signal follows the thread that started them).
+// stop ends the thread, which leaves the session cgroup. Callers kill the
+// session's processes first (they would get SIGKILL anyway: their parent
+// death signal follows the thread that started them), then remove it.
 func (sp *spawner) stop() {
 	close(sp.reqs)
 	<-sp.done
-	removePidsCgroup(sp.dir)
 }
 
 // onOwnThread runs f on a goroutine locked to an OS thread that is not the

@@ -31,8 +31,9 @@ type Dir struct {
 	real    string
 	dev     uint64 // the directory's device, from fstat of its handle
 	within  []string
-	// mu: Entries (which seeks the shared handle) and Close are
-	// exclusive; opening children only reads the handle, so many may run.
+	// mu guards fd, the shared handle: Entries (which seeks it) and Close
+	// hold it exclusively; opening children only reads the handle, so many
+	// may run.
 	mu sync.RWMutex
 }
 

@@ -60,7 +60,7 @@ type FileAccess struct {
 	closed bool
 
 	denyCur     atomic.Pointer[denyState]
-	denyRefresh sync.Mutex
+	denyRefresh sync.Mutex // held by whoever recomputes denyCur: one refresh at a time
 }
 
 var errFileAccessClosed = errors.New("file access is closed")

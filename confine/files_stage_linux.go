@@ -40,7 +40,7 @@ type stageOp struct {
 // Commit, or not at all.
 type Stage struct {
 	fa       *FileAccess
-	mu       sync.Mutex
+	mu       sync.Mutex // guards ops, made and finished
 	ops      []*stageOp
 	made     []createdDir // directories Commit created
 	finished bool

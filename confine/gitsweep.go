@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,17 @@ import (
 // back. Git's code-running files inside a known repository (config,
 // config.worktree, commondir, gitdir, hooks/ and each hook) are compared by
 // inode and ctime, since they change in place.
+//
+// Every host-side operation of the sweep in a tree a sandbox can write goes
+// through descriptors it holds: each directory is opened relative to its
+// parent's (O_NOFOLLOW), renamed entries are renamed relative to the held
+// parent (renameat2 with RENAME_NOREPLACE), and a directory's mode is
+// changed through an O_PATH descriptor held on it. It never moves, renames
+// or creates anything at, beneath or above a protected path (README,
+// "Protected paths and runner state"): a repository planted beside a
+// protected file is ended by renaming what is not protected (HEAD; else
+// commondir, refs or objects), and one a protected name keeps alive is
+// reported, not moved.
 //
 // One sweeper serves the whole process: every session's spawns count in one
 // busy period, the record of what is known is taken again only when no
@@ -96,7 +108,7 @@ func newSnap() *sweepSnap {
 }
 
 type gitSweeper struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards every field below
 	running int
 	roots   []string
 	cache   map[string]*dirFacts
@@ -111,6 +123,11 @@ type gitSweeper struct {
 	// change to them came from outside every sandbox (the user's own `git
 	// config` while a command ran): it is recorded, not set aside.
 	commons []string
+	// protect holds every spelling of every session's protected paths:
+	// the sweep never moves, renames or creates anything at, beneath or
+	// above one (a rename of an ancestor moves it too). What it cannot
+	// set aside for that reason it reports.
+	protect []string
 }
 
 var theSweeper = &gitSweeper{cache: map[string]*dirFacts{}}
@@ -118,10 +135,12 @@ var theSweeper = &gitSweeper{cache: map[string]*dirFacts{}}
 // sweepListed counts directory listings (tests and benchmarks).
 var sweepListed atomic.Int64
 
-// sweepTicket is one sandboxed spawn's share of the sweep.
+// sweepTicket is one sandboxed spawn's share of the sweep, and of the
+// protected-in-git check (gitprotect.go).
 type sweepTicket struct {
 	sw      *gitSweeper
 	workdir string
+	guard   *guardTicket
 }
 
 // sweepRoots are the directories a spawn under p can write persistent git
@@ -146,12 +165,37 @@ func (s *Launcher) sweepBegin() (*sweepTicket, error) {
 		return nil, nil
 	}
 	roots, common := sweepRoots(p)
+	protect := p.protectSpellings()
 	theSweeper.mu.Lock()
 	if common != "" && !slices.Contains(theSweeper.commons, common) {
 		theSweeper.commons = append(theSweeper.commons, common)
 	}
+	theSweeper.addProtected(protect)
 	theSweeper.mu.Unlock()
-	return theSweeper.begin(roots, p.Workdir())
+	tk, err := theSweeper.begin(roots, p.Workdir())
+	if err != nil {
+		return nil, err
+	}
+	if tk.guard, err = theGuard.begin(p); err != nil {
+		tk.end(&Result{})
+		return nil, err
+	}
+	return tk, nil
+}
+
+// addProtected adds spellings of protected paths (sw.mu held).
+func (sw *gitSweeper) addProtected(paths []string) {
+	for _, q := range paths {
+		if q = filepath.Clean(q); filepath.IsAbs(q) && !slices.Contains(sw.protect, q) {
+			sw.protect = append(sw.protect, q)
+		}
+	}
+}
+
+// touchesProtected: path is a protected path, lies beneath one, or holds
+// one (sw.mu held).
+func (sw *gitSweeper) touchesProtected(path string) bool {
+	return slices.ContainsFunc(sw.protect, func(q string) bool { return Within(path, q) || Within(q, path) })
 }
 
 // begin counts a spawn in, first taking a new record of what is known
@@ -183,12 +227,20 @@ func (sw *gitSweeper) refusal(workdir string, err error) error {
 	return fmt.Errorf("%w: git sweep: %s", ErrUnsafeLayout, displayErr(err, workdir))
 }
 
-// end sweeps after the spawn and returns what it set aside, as paths
-// relative to the worktree.
-func (t *sweepTicket) end() []string {
+// end sweeps after the spawn and fills res: what the sweep set aside
+// (Quarantined) and what the protected-in-git check set back
+// (GitProtected).
+func (t *sweepTicket) end(res *Result) {
 	if t == nil {
-		return nil
+		return
 	}
+	res.Quarantined = t.sweep()
+	res.GitProtected = t.guard.end()
+}
+
+// sweep sweeps after the spawn and returns what it set aside, as paths
+// relative to the worktree.
+func (t *sweepTicket) sweep() []string {
 	sw := t.sw
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
@@ -424,7 +476,9 @@ func list(fd int, path string, st *unix.Stat_t) (*dirFacts, error) {
 // openDirAt opens name in dirfd as a directory without following a link.
 // A directory this user owns but cannot read (a command may chmod one to
 // hide what it holds) is opened for the walk and given its mode back
-// afterwards; one owned by another user fails the sweep.
+// afterwards, both through a descriptor held on it (O_PATH), never by name:
+// a command that swaps the name for a link meanwhile changes nothing.
+// One owned by another user fails the sweep.
 func openDirAt(dirfd int, name, path string) (int, func(), error) {
 	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	fd, err := unix.Openat(dirfd, name, flags, 0)
@@ -434,20 +488,36 @@ func openDirAt(dirfd int, name, path string) (int, func(), error) {
 	if !errors.Is(err, unix.EACCES) {
 		return -1, nil, err
 	}
+	pfd, e := unix.Openat(dirfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if e != nil {
+		return -1, nil, &sweepError{path: path, msg: "cannot read", err: e}
+	}
 	var st unix.Stat_t
-	if e := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); e != nil || int(st.Uid) != os.Geteuid() {
+	if e := unix.Fstat(pfd, &st); e != nil || int(st.Uid) != os.Geteuid() {
+		unix.Close(pfd)
 		return -1, nil, &sweepError{path: path, msg: "cannot read a directory another user owns", err: err}
 	}
 	mode := st.Mode & 0o7777
-	if e := unix.Fchmodat(dirfd, name, mode|0o700, 0); e != nil {
+	if e := chmodFD(pfd, mode|0o700); e != nil {
+		unix.Close(pfd)
 		return -1, nil, &sweepError{path: path, msg: "cannot read", err: e}
 	}
-	restore := func() { _ = unix.Fchmodat(dirfd, name, mode, 0) }
-	if fd, err = unix.Openat(dirfd, name, flags, 0); err != nil {
+	restore := func() {
+		_ = chmodFD(pfd, mode)
+		unix.Close(pfd)
+	}
+	if fd, err = unix.Openat(pfd, ".", flags, 0); err != nil {
 		restore()
 		return -1, nil, &sweepError{path: path, msg: "cannot read", err: err}
 	}
 	return fd, restore, nil
+}
+
+// chmodFD changes the mode of what the O_PATH descriptor fd holds (fchmod
+// refuses such a descriptor; its /proc/self/fd link names the inode, not
+// a path).
+func chmodFD(fd int, mode uint32) error {
+	return unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), mode, 0)
 }
 
 // link checks the `.git` file or symlink in the directory open at fd.
@@ -465,7 +535,13 @@ func (w *sweepWalk) link(fd int, dir string) error {
 	}
 	if w.neutralise {
 		if b, ok := w.sw.base.links[path]; !ok || b != id {
-			to, err := setAside(fd, ".git", path)
+			if w.sw.touchesProtected(path) {
+				// Never moved (README, "Git"): reported, and known from now on.
+				w.report(path, "a .git file or link that changed, left in place: it is a protected path; check it outside the sandbox")
+				w.snap.links[path] = id
+				return nil
+			}
+			to, err := w.setAside(fd, ".git", path)
 			if err != nil {
 				return err
 			}
@@ -498,29 +574,93 @@ func (w *sweepWalk) gitDir(fd, parent int, name, path string) (string, error) {
 	if known && b.dir.sameInode(rec.dir) {
 		what = "a repository whose config or hooks the command changed"
 	}
-	var renamed []string
-	for _, n := range []string{"HEAD", "config"} {
-		to, err := setAside(fd, n, filepath.Join(path, n))
+	// Git takes a directory for a repository only with HEAD and either
+	// commondir or objects and refs: renaming HEAD ends it, else commondir
+	// and one of the others. Nothing at, beneath or above a protected path
+	// is moved (README, "Git"): such a name is left and reported.
+	var renamed, kept []string
+	exists := func(n string) bool {
+		var st unix.Stat_t
+		return unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+	}
+	aside := func(n string) (bool, error) {
+		if !exists(n) {
+			return false, nil
+		}
+		if w.sw.touchesProtected(filepath.Join(path, n)) {
+			kept = append(kept, n)
+			return false, nil
+		}
+		to, err := w.setAside(fd, n, filepath.Join(path, n))
 		if errors.Is(err, unix.ENOENT) {
-			continue
+			return false, nil
 		}
 		if err != nil {
-			return path, err
+			return false, err
 		}
 		renamed = append(renamed, n+" -> "+to)
+		return true, nil
+	}
+	for _, n := range []string{"HEAD", "config"} {
+		if _, err := aside(n); err != nil {
+			return path, err
+		}
+	}
+	if exists("HEAD") {
+		if _, err := aside("commondir"); err != nil {
+			return path, err
+		}
+		if !exists("commondir") {
+			for _, n := range []string{"refs", "objects"} {
+				if ok, err := aside(n); err != nil || ok {
+					if err != nil {
+						return path, err
+					}
+					break
+				}
+			}
+		}
+	}
+	live := func() bool { return exists("HEAD") && (exists("commondir") || (exists("objects") && exists("refs"))) }
+	if live() {
+		// Protected names keep it a repository: what else runs code goes.
+		for _, n := range []string{"hooks", "config.worktree"} {
+			if _, err := aside(n); err != nil {
+				return path, err
+			}
+		}
 	}
 	delete(w.sw.cache, path)
 	newPath := path
-	if name == ".git" && parent >= 0 {
-		to, err := setAside(parent, ".git", path)
+	if name == ".git" && parent >= 0 && !w.sw.touchesProtected(path) {
+		to, err := w.setAside(parent, ".git", path)
 		if err != nil {
 			return path, err
 		}
 		delete(w.sw.cache, filepath.Dir(path))
 		newPath = filepath.Join(filepath.Dir(path), to)
 		renamed = append(renamed, ".git -> "+to)
+	} else if live() {
+		// Left a repository: only protected paths do that, which no
+		// sandbox that protects them can write. Reported, and known from
+		// now on (its surfaces as they are now).
+		rec, err := recordGit(fd, path)
+		if err != nil {
+			return path, err
+		}
+		w.snap.gitDirs[path] = rec
+		set := ""
+		if len(renamed) > 0 {
+			set = "; set aside: " + strings.Join(renamed, ", ")
+		}
+		w.report(path, what+", left in place: the protected "+strings.Join(kept, ", ")+" keep it a repository"+set+"; check it outside the sandbox")
+		return path, nil
 	}
-	w.report(path, what+", set aside ("+strings.Join(renamed, ", ")+")")
+	note := ""
+	if len(kept) > 0 {
+		note = "; left in place, being protected: " + strings.Join(kept, ", ")
+	}
+	w.report(path, what+", set aside ("+strings.Join(renamed, ", ")+")"+note)
 	return newPath, nil
 }
 
@@ -605,13 +745,17 @@ func sameSurfaces(before, now map[string]surface) bool {
 	return true
 }
 
-// setAside renames name in dirfd to name+quarantineSuffix (then .1, .2, ...
-// when taken), never replacing anything, and returns the new name.
-func setAside(dirfd int, name, path string) (string, error) {
+// setAside renames name (at path) in dirfd to name+quarantineSuffix (then
+// .1, .2, ... when taken or protected), relative to the held directory,
+// never replacing anything, and returns the new name.
+func (w *sweepWalk) setAside(dirfd int, name, path string) (string, error) {
 	for i := 0; i < 1000; i++ {
 		to := name + quarantineSuffix
 		if i > 0 {
 			to = fmt.Sprintf("%s.%d", to, i)
+		}
+		if w.sw.touchesProtected(filepath.Join(filepath.Dir(path), to)) {
+			continue
 		}
 		err := unix.Renameat2(dirfd, name, dirfd, to, unix.RENAME_NOREPLACE)
 		if err == nil {

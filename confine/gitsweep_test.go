@@ -39,7 +39,7 @@ func sweepFixture(t *testing.T) fixture {
 
 func mustEnd(t *testing.T, tk *sweepTicket) []string {
 	t.Helper()
-	found := tk.end()
+	found := tk.sweep()
 	for _, f := range found {
 		if strings.Contains(f, "sweep failed") {
 			t.Fatalf("sweep failed: %v", found)
@@ -191,7 +191,7 @@ func TestSweepDepthFailsClosed(t *testing.T) {
 		fd = nfd
 	}
 	unix.Close(fd)
-	found := tk.end()
+	found := tk.sweep()
 	if len(found) != 1 || !strings.Contains(found[0], "deeper than") || strings.Contains(found[0], f.root) {
 		t.Errorf("end: %v", found)
 	}
@@ -287,14 +287,14 @@ func BenchmarkSweep(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			tk.end()
+			tk.sweep()
 			b.ResetTimer()
 			for b.Loop() {
 				tk, err := sw.begin([]string{root}, root)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if found := tk.end(); len(found) != 0 {
+				if found := tk.sweep(); len(found) != 0 {
 					b.Fatal(found)
 				}
 			}
@@ -302,14 +302,14 @@ func BenchmarkSweep(b *testing.B) {
 		b.Run(c.name+"/spawn-one-change", func(b *testing.B) {
 			sw := newSweeper()
 			tk, _ := sw.begin([]string{root}, root)
-			tk.end()
+			tk.sweep()
 			f := filepath.Join(root, "d001", "e001", "g")
 			b.ResetTimer()
 			for b.Loop() {
 				tk, _ := sw.begin([]string{root}, root)
 				os.WriteFile(f, nil, 0o644)
 				os.Remove(f)
-				tk.end()
+				tk.sweep()
 			}
 		})
 		b.Run(c.name+"/cold", func(b *testing.B) {
@@ -319,7 +319,7 @@ func BenchmarkSweep(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				tk.end()
+				tk.sweep()
 			}
 		})
 	}

@@ -59,7 +59,8 @@ type Launcher struct {
 // session's network share one network namespace, and so one loopback
 // (README, "Terminals"; loopback_linux.go). The terminal set calls it
 // before a session's first terminal starts: a session that never has one
-// pays nothing for it (no holder process, no nsenter per spawn).
+// keeps no holder process for it (a user server's session still enters
+// its user namespace at every spawn: StartSpawner).
 func (s *Launcher) ShareLoopback() {
 	s.lbMu.Lock()
 	s.lbWanted = true
@@ -115,6 +116,7 @@ type spawn struct {
 	// terminal: a terminal's program, which leads a session of its own
 	// (Command.Terminal).
 	terminal bool
+	optsAt   [2]int // Prepared.optsAt
 }
 
 // NewLauncher creates the session's scratch directory (mode 0700).
@@ -223,11 +225,12 @@ func (s *Launcher) SetStartObserver(f func(time.Duration)) {
 	s.mu.Unlock()
 }
 
-// StartSpawner prepares, in the background, a thread that starts this
-// session's sandboxes inside one session pids cgroup, so later spawns pay
-// no cgroup migration. For long-lived sessions of a root server on cgroup
-// v1 (Linux); elsewhere it does nothing, and until it is ready spawns use a
-// cgroup per spawn. Close stops it.
+// StartSpawner makes procs bound this session's sandboxes as a whole
+// (Linux): a user server's spawns enter one session user namespace from
+// now on; a root server's session gets its pids cgroup now and, on cgroup
+// v1, a thread inside it that starts its sandboxes (prepared in the
+// background; until then each spawn's thread enters the cgroup itself).
+// Without it only a root server's sandboxes share a limit. Close stops it.
 func (s *Launcher) StartSpawner() { s.be.startSpawner(s) }
 
 // Close kills every process still running under the session, releases
@@ -330,7 +333,7 @@ func (s *Launcher) Run(ctx context.Context, c Command) (res Result, err error) {
 	}
 	defer func() {
 		Phase("sweep-end")
-		res.Quarantined = sw.end()
+		sw.end(&res)
 		Phase("swept")
 		FlushPhases()
 	}()
@@ -347,7 +350,7 @@ func (s *Launcher) Run(ctx context.Context, c Command) (res Result, err error) {
 	cmd := &exec.Cmd{Path: pr.Path, Args: pr.Args, Env: pr.Env, Dir: pr.Dir,
 		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, WaitDelay: 2 * time.Second,
 		SysProcAttr: procAttr(pr.Sandboxed, c.Terminal)}
-	return s.launch(ctx, &spawn{cmd: cmd, sandboxed: pr.Sandboxed, began: began, terminal: c.Terminal}, c.OnStart)
+	return s.launch(ctx, &spawn{cmd: cmd, sandboxed: pr.Sandboxed, began: began, terminal: c.Terminal, optsAt: pr.optsAt}, c.OnStart)
 }
 
 // launch starts sp, releases it into its sandbox and waits for it.

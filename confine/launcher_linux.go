@@ -18,23 +18,36 @@ import (
 // The Linux backend: every sandboxed spawn is a bubblewrap started with the
 // session's mount plan, a seccomp filter on descriptor 3, its info on 4 and
 // held on 5 until release has applied the resource limits (and, for a root
-// server, moved it into a pids cgroup).
+// server, put it in the session's pids cgroup).
+//
+// procs bounds a session's processes as a whole (README "What is
+// enforced"): a root server's sandboxes all live in one pids cgroup per
+// session (cgroup_linux.go); a user server's session sandboxes all enter one
+// user namespace, where RLIMIT_NPROC counts them together
+// (loopback_linux.go).
 
 // osBackend is the Linux launcher backend (bubblewrap).
 type osBackend struct {
-	// cleanup counts per-spawn cgroups still being removed and a spawner
-	// being made; close waits.
+	// cleanup counts a spawner being made; close waits.
 	cleanup sync.WaitGroup
 	// spawner, once ready, starts this session's sandboxes inside its
 	// pids cgroup (root servers on cgroup v1; see StartSpawner).
 	spawner     atomic.Pointer[spawner]
 	spawnerOnce sync.Once
+	// sessionNS: every sandbox of this (user server's) session enters the
+	// holder's user namespace (StartSpawner; loopback_linux.go).
+	sessionNS atomic.Bool
+
+	cgMu     sync.Mutex // guards cg, cgErr and cgClosed: the session pids cgroup
+	cg       string     // made on the first root spawn or by StartSpawner
+	cgErr    error      // why it could not be made (not retried)
+	cgClosed bool       // close removed it: none is made again
 }
 
 // osSpawn is a sandboxed spawn's descriptors and process cgroup.
 type osSpawn struct {
 	seccompR, infoR, infoW, blockR, blockW *os.File
-	cgroup                                 string        // pids cgroup of a root server's spawn
+	cgroup                                 string        // the session's pids cgroup (root servers)
 	bwrapJoined                            bool          // bwrap is in it (born there, or moved right after start)
 	spawner                                *spawner      // bwrap is started by it, born in its cgroup
 	stuck                                  chan struct{} // closed at end: see startInCgroup
@@ -71,13 +84,12 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 	if c.Network == NetworkOff || c.Network == NetworkHost {
 		network = c.Network
 	}
-	// The session's loopback, when it has one and this spawn takes the
-	// session's network (loopback_linux.go).
-	var lb *loopback
-	if network != NetworkHost && c.Network != NetworkOff {
-		if lb, err = s.sessionLoopback(p); err != nil {
-			return nil, err
-		}
+	// The session's holder (loopback_linux.go): its user namespace, which
+	// bounds a user server's session, and its loopback when the session
+	// has one and this spawn takes the session's network.
+	lb, joinNet, err := s.sessionHolder(p, network != NetworkHost && c.Network != NetworkOff)
+	if err != nil {
+		return nil, err
 	}
 	if network == NetworkOn {
 		s.mu.Lock()
@@ -95,7 +107,7 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 		for k, v := range egressEnv(*eg) {
 			over[k] = v
 		}
-		if lb == nil {
+		if !joinNet {
 			// No loopback holder relays for it: the relay runs in
 			// front of the command, inside its sandbox.
 			cmdArgs = append([]string{relayExe, RelaySubcommand, "--"}, c.Args...)
@@ -127,7 +139,7 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 		// terminal is the server's own pseudo-terminal for it.
 		args = append(args, "--new-session")
 	}
-	if network != NetworkHost && lb == nil {
+	if network != NetworkHost && !joinNet {
 		// A network namespace of its own: with the network on, the only
 		// way out is the egress bridge. Only a command that asked for the
 		// host's network (an MCP server behind this one, README "MCP
@@ -136,13 +148,21 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 	}
 	args = append(args, plan.Args()...)
 	args = append(args, "--chdir", dir, "--")
+	optsEnd := len(args) - 1 // bwrap's "--"
 	args = append(args, cmdArgs...)
 	env := EnvFloor(p.env, s.envPass, p.Mode(), over, grantedRoots(p))
 	path := p.host.Bwrap
+	var optsAt [2]int
 	if lb != nil {
-		path, args = lb.wrap(path, args)
+		var at int
+		path, args, at = lb.wrap(path, args, joinNet)
+		if lb.userNS != nil {
+			// In the session's user namespace: the options go through a
+			// pipe, after the process limit (start).
+			optsAt = [2]int{at + 1, at + optsEnd}
+		}
 	}
-	return &Prepared{Path: path, Args: args, Env: env, Dir: dir, Plan: plan, Sandboxed: true}, nil
+	return &Prepared{Path: path, Args: args, Env: env, Dir: dir, Plan: plan, Sandboxed: true, optsAt: optsAt}, nil
 }
 
 // setEgress: the bridge's sockets are bound into each sandbox (prepare).
@@ -159,6 +179,23 @@ func (b *osBackend) start(s *Launcher, sp *spawn, onStart func()) error {
 	cmd := sp.cmd
 	cmd.Dir = "/" // bwrap changes to the working directory inside
 	cmd.ExtraFiles = []*os.File{f.seccompR, f.infoW, f.blockR}
+	var opts []string
+	var optsR, optsW *os.File
+	if at := sp.optsAt; at[1] > at[0] {
+		// bwrap reads its options from descriptor 6, which it cannot do
+		// before the process limit is set below: it makes the sandbox's
+		// user namespace only once it has them all.
+		var err error
+		if optsR, optsW, err = os.Pipe(); err != nil {
+			f.closeChildEnds()
+			f.infoR.Close()
+			f.blockW.Close()
+			return fmt.Errorf("%w: options pipe: %v", ErrSandboxSetup, err)
+		}
+		opts = cmd.Args[at[0]:at[1]]
+		cmd.Args = append(append(cmd.Args[:at[0]:at[0]], "--args", "6"), cmd.Args[at[1]:]...)
+		cmd.ExtraFiles = append(cmd.ExtraFiles, optsR)
+	}
 	var err error
 	joined := false
 	switch {
@@ -175,11 +212,44 @@ func (b *osBackend) start(s *Launcher, sp *spawn, onStart func()) error {
 		err = cmd.Start()
 	}
 	f.closeChildEnds()
+	if optsR != nil {
+		optsR.Close()
+		if err == nil {
+			err = limitThenRelease(cmd.Process.Pid, s.p.Load().Limits().Procs, opts, optsW)
+			if err != nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		} else {
+			optsW.Close()
+		}
+	}
 	if err != nil {
 		f.infoR.Close()
 		f.blockW.Close()
 		return fmt.Errorf("start %s: %w", filepath.Base(cmd.Path), err)
 	}
+	return nil
+}
+
+// limitThenRelease sets pid's RLIMIT_NPROC to procs (soft and hard), then
+// writes bubblewrap's options, NUL-separated, to w and closes it (in the
+// background: a large mount plan outgrows the pipe, and bwrap drains it).
+func limitThenRelease(pid int, procs int64, opts []string, w *os.File) error {
+	n := uint64(procsCeiling(procs))
+	if err := unix.Prlimit(pid, unix.RLIMIT_NPROC, &unix.Rlimit{Cur: n, Max: n}, nil); err != nil {
+		w.Close()
+		return fmt.Errorf("%w: set the process limit: %v", ErrSandboxSetup, err)
+	}
+	var b bytes.Buffer
+	for _, o := range opts {
+		b.WriteString(o)
+		b.WriteByte(0)
+	}
+	go func() {
+		_, _ = w.Write(b.Bytes())
+		w.Close()
+	}()
 	return nil
 }
 
@@ -225,17 +295,39 @@ func (b *osBackend) openFiles(s *Launcher, f *osSpawn) error {
 	f.infoR, f.infoW = os.NewFile(uintptr(p[1][0]), "bwrap-info"), os.NewFile(uintptr(p[1][1]), "bwrap-info")
 	f.blockR, f.blockW = os.NewFile(uintptr(p[2][0]), "bwrap-block"), os.NewFile(uintptr(p[2][1]), "bwrap-block")
 	if s.p.Load().host.RunAsRoot {
-		// RLIMIT_NPROC does not bind host uid 0; a pids cgroup does.
-		// Where no pids controller can be used (a container with a
-		// read-only cgroupfs, say) the spawn goes ahead without a process
-		// cap; the probe reports it as "process limit: none".
-		if sp := b.spawner.Load(); sp != nil {
-			f.cgroup, f.spawner, f.bwrapJoined = sp.dir, sp, true
-		} else if f.cgroup, err = newPidsCgroup(s.p.Load().Limits().Procs); err != nil {
-			f.cgroup = ""
+		// RLIMIT_NPROC does not bind host uid 0; the session's pids
+		// cgroup does. Where no pids controller can be used (a container
+		// with a read-only cgroupfs, say) the spawn goes ahead without a
+		// process cap; the probe and the startup line say "process
+		// limit: none".
+		if _, perr := PidsCgroup(); perr == nil {
+			if f.cgroup, err = b.sessionCgroup(s); err != nil {
+				f.closeChildEnds()
+				f.infoR.Close()
+				f.blockW.Close()
+				return fmt.Errorf("%w: %v", ErrSandboxSetup, err)
+			}
+			if sp := b.spawner.Load(); sp != nil {
+				f.spawner, f.bwrapJoined = sp, true
+			}
 		}
 	}
 	return nil
+}
+
+// sessionCgroup is the session's pids cgroup (pids.max = procs), made on
+// first use.
+func (b *osBackend) sessionCgroup(s *Launcher) (string, error) {
+	b.cgMu.Lock()
+	defer b.cgMu.Unlock()
+	switch {
+	case b.cg != "" || b.cgErr != nil:
+		return b.cg, b.cgErr
+	case b.cgClosed:
+		return "", errors.New("session closed")
+	}
+	b.cg, b.cgErr = newSessionCgroup(s.p.Load().Limits().Procs)
+	return b.cg, b.cgErr
 }
 
 func (f *osSpawn) closeChildEnds() {
@@ -355,30 +447,37 @@ func (b *osBackend) hold(s *Launcher, bwrapPID int, f *osSpawn, onStart func()) 
 	return pid, nil
 }
 
-// end removes a per-spawn cgroup, off the result's path: the kernel may
-// take a few milliseconds to release the last exited task. close waits.
+// end lets a thread that could not leave the session cgroup end (see
+// startInCgroup).
 func (b *osBackend) end(s *Launcher, sp *spawn) {
-	if f := &sp.os; f.cgroup != "" && f.spawner == nil {
-		if f.stuck != nil {
-			close(f.stuck)
-		}
-		b.cleanup.Add(1)
-		go func() {
-			defer b.cleanup.Done()
-			removePidsCgroup(f.cgroup)
-		}()
+	if f := &sp.os; f.stuck != nil {
+		close(f.stuck)
 	}
 }
 
+// startSpawner: a user server's session enters one user namespace from
+// now on (where nsenter and prlimit are there: the probe says which bound
+// holds); a root server's session makes its pids cgroup now and, on cgroup
+// v1, a spawner thread inside it in the background.
 func (b *osBackend) startSpawner(s *Launcher) {
 	if !s.p.Load().host.RunAsRoot {
+		if sessionRlimitMissing() == "" {
+			b.sessionNS.Store(true)
+		}
+		return
+	}
+	if _, err := PidsCgroup(); err != nil {
+		return
+	}
+	dir, err := b.sessionCgroup(s)
+	if err != nil || pidsCtl.v2 {
 		return
 	}
 	b.spawnerOnce.Do(func() {
 		b.cleanup.Add(1)
 		go func() {
 			defer b.cleanup.Done()
-			sp, err := newSpawner(s.p.Load().Limits().Procs)
+			sp, err := newSpawner(dir)
 			if err != nil {
 				return
 			}
@@ -401,6 +500,16 @@ func (b *osBackend) close(s *Launcher) {
 	b.spawnerOnce.Do(func() {}) // no spawner may start after Close
 	if sp := b.spawner.Swap(nil); sp != nil {
 		sp.stop()
+	}
+	b.cgMu.Lock()
+	dir := b.cg
+	b.cg, b.cgClosed = "", true
+	b.cgMu.Unlock()
+	if dir != "" {
+		// Close killed every sandbox it knew; one still held (Close ran
+		// from its onStart) is killed here, through the cgroup.
+		killCgroup(dir)
+		removePidsCgroup(dir)
 	}
 }
 

@@ -16,9 +16,9 @@ import (
 const PhasesEnv = "EVENER_MCP_PHASES"
 
 var phases = struct {
-	sync.Mutex
-	path string
-	buf  []byte
+	sync.Mutex // guards buf and the appends to the file at path
+	path       string
+	buf        []byte
 }{path: os.Getenv(PhasesEnv)}
 
 // Phase records that the named phase starts now (a no-op unless PhasesEnv

@@ -50,6 +50,21 @@ type Result struct {
 	// worktree-relative path and what was renamed (README, "Git"). Empty
 	// when nothing was.
 	Quarantined []string
+	// GitProtected lists what the protected-in-git check set back after
+	// the command: a ref, HEAD or index entry it moved that changed a
+	// protected path in git (README, "Protected paths and runner state";
+	// Linux). Empty when nothing was.
+	GitProtected []GitProtected
+}
+
+// GitProtected is one protected path the command changed through git.
+type GitProtected struct {
+	// Path is the protected path, relative to the worktree ("" when the
+	// check itself failed).
+	Path string
+	// What says what changed and what was done about it, naming refs and
+	// worktree-relative paths only.
+	What string
 }
 
 // Prepared is a fully resolved spawn: what will run and with what view.
@@ -61,4 +76,8 @@ type Prepared struct {
 	Plan      MountPlan // bubblewrap's mounts (Linux)
 	Profile   string    // the Seatbelt profile (macOS)
 	Sandboxed bool
+	// optsAt, when set, is where bubblewrap's options lie in Args: the
+	// backend passes them through a pipe instead, so the process limit is
+	// set on bubblewrap before it reads them (Linux, loopback_linux.go).
+	optsAt [2]int
 }

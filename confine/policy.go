@@ -93,16 +93,18 @@ type Limits struct {
 	FileBytes int64
 	// DataBytes is RLIMIT_DATA: the memory a process may allocate.
 	DataBytes int64
-	// Procs is RLIMIT_NPROC, counted inside the sandbox's own user namespace.
+	// Procs bounds the processes (and threads) of one session's sandboxes
+	// together: RLIMIT_NPROC in the session's user namespace, a pids
+	// cgroup for a root server (HostReport.ProcessLimit says which).
 	Procs int64
 	// OpenFiles is RLIMIT_NOFILE.
 	OpenFiles int64
 }
 
 // DefaultLimits are sized for a developer workstation running builds.
-// Procs binds one sandbox (RLIMIT_NPROC counts per user namespace); a
-// session runs at most 8 spawning calls at once by default, so 1024 keeps
-// a session under 8192 processes, a quarter of a typical pid_max (32768).
+// Procs binds one session as a whole (every call of it, every terminal and
+// MCP server behind it): 1024 keeps a session far under a typical pid_max
+// (32768).
 var DefaultLimits = Limits{
 	TmpfsBytes: 2 << 30,
 	FileBytes:  8 << 30,
@@ -395,7 +397,11 @@ func (p *Policy) StartupLine() string {
 	if p.writesBlocked {
 		mode += ", writes blocked"
 	}
-	return fmt.Sprintf("sandbox: %s enforcing %s (%s, secrets masked, cache %s)", p.backend, mode, net, p.cache) + p.protectFacts()
+	line := fmt.Sprintf("sandbox: %s enforcing %s (%s, secrets masked, cache %s)", p.backend, mode, net, p.cache) + p.protectFacts()
+	if pl := p.ProcessLimit(); pl != "" {
+		line += "; process limit: " + pl
+	}
+	return line
 }
 
 // offProtectFact says, in mode off, that configured protected paths are

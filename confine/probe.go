@@ -62,9 +62,12 @@ type HostReport struct {
 	// RunAsRoot records that the server runs as kernel uid 0, which the
 	// sandbox answers with a dropped capability set, seccomp and procfs masks.
 	RunAsRoot bool `json:"run_as_root"`
-	// ProcessLimit says how the process count of a sandbox is capped:
-	// "rlimit" (RLIMIT_NPROC, unprivileged servers), "pids cgroup" (root
-	// servers, for which the kernel ignores RLIMIT_NPROC), or "none: why".
+	// ProcessLimit says what caps the processes of a session (procs):
+	// ProcessLimitSessionRlimit (unprivileged servers: RLIMIT_NPROC in
+	// one user namespace per session), ProcessLimitSessionCgroup (root
+	// servers, for which the kernel ignores RLIMIT_NPROC: one pids cgroup
+	// per session), "rlimit per sandbox: why" (nsenter or prlimit missing:
+	// each sandbox has its own procs) or "none: why".
 	ProcessLimit string `json:"process_limit"`
 	// InstallHint names the missing package, when one is missing.
 	InstallHint string `json:"install_hint,omitempty"`
@@ -249,4 +252,36 @@ func proxyHost(s string) string {
 		return u.Host
 	}
 	return ""
+}
+
+// The HostReport.ProcessLimit values; the sandbox-wide and missing ones
+// are followed by why.
+const (
+	ProcessLimitSessionRlimit = "rlimit per session"
+	ProcessLimitSessionCgroup = "pids cgroup per session"
+	processLimitSandboxRlimit = "rlimit per sandbox: "
+	processLimitNone          = "none: "
+)
+
+// ProcessLimit says what bounds the processes of one session under p, as
+// the probe and the startup line print it: "1024 per session (pids
+// cgroup)", "none (why)"; "" when the host report does not say.
+func (p *Policy) ProcessLimit() string {
+	pl := p.host.ProcessLimit
+	n := p.limits.Procs
+	switch {
+	case p.mode == ModeOff:
+		return "none (sandbox off)"
+	case pl == "":
+		return ""
+	case pl == ProcessLimitSessionRlimit:
+		return fmt.Sprintf("%d per session (RLIMIT_NPROC in one user namespace)", n)
+	case pl == ProcessLimitSessionCgroup:
+		return fmt.Sprintf("%d per session (pids cgroup)", n)
+	case strings.HasPrefix(pl, processLimitSandboxRlimit):
+		return fmt.Sprintf("%d per sandbox, not per session (RLIMIT_NPROC; %s)", n, strings.TrimPrefix(pl, processLimitSandboxRlimit))
+	case strings.HasPrefix(pl, processLimitNone):
+		return "none (" + strings.TrimPrefix(pl, processLimitNone) + ")"
+	}
+	return pl
 }

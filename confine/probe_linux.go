@@ -29,11 +29,14 @@ func Probe(depth ProbeDepth, env []string) HostReport {
 		h.Kernel = unix.ByteSliceToString(u.Release[:])
 	}
 	h.Landlock = landlockABI()
-	h.ProcessLimit = "rlimit"
+	h.ProcessLimit = ProcessLimitSessionRlimit
+	if why := sessionRlimitMissing(); why != "" {
+		h.ProcessLimit = processLimitSandboxRlimit + why
+	}
 	if h.RunAsRoot {
-		h.ProcessLimit = "pids cgroup"
+		h.ProcessLimit = ProcessLimitSessionCgroup
 		if _, err := PidsCgroup(); err != nil {
-			h.ProcessLimit = "none: " + err.Error()
+			h.ProcessLimit = processLimitNone + err.Error()
 		}
 	}
 	if _, err := SeccompProgram(); err != nil {

@@ -21,7 +21,7 @@ var (
 
 // fakeResolver answers from a map and records every lookup.
 type fakeResolver struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // guards m and calls
 	m     map[string][]netip.Addr
 	def   []netip.Addr // answer for names not in m (nil: NXDOMAIN)
 	calls []string

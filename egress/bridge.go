@@ -24,7 +24,7 @@ type socketBridge struct {
 	HTTPSocket  string
 	SOCKSSocket string
 	lns         []net.Listener
-	mu          sync.Mutex
+	mu          sync.Mutex // guards conns and closed
 	conns       map[net.Conn]struct{}
 	closed      bool
 	wg          sync.WaitGroup

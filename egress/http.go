@@ -107,8 +107,9 @@ type httpClientConn struct {
 	br *bufio.Reader
 	bw *bufio.Writer
 
-	// wmu orders an interim "100 Continue" (sent from the transport's body
-	// reader) before the final response head.
+	// wmu guards respStarted and continueSent, and orders an interim
+	// "100 Continue" (sent from the transport's body reader) before the
+	// final response head.
 	wmu          sync.Mutex
 	respStarted  bool
 	continueSent bool
@@ -558,7 +559,7 @@ type forwardBody struct {
 	rc           io.ReadCloser
 	wantContinue bool
 
-	mu     sync.Mutex
+	mu     sync.Mutex // guards read, eof and closed
 	read   bool
 	eof    bool
 	closed bool

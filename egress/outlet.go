@@ -24,7 +24,7 @@ type Outlet struct {
 	proxies   *proxyPair
 	bridge    *socketBridge
 
-	mu         sync.Mutex
+	mu         sync.Mutex // guards violations
 	violations []timedViolation
 }
 

@@ -61,12 +61,20 @@ type Decider interface {
 // actionNetworkOutbound is Violation.Action for every refusal here.
 const actionNetworkOutbound = "network-outbound"
 
-// Violation is the event a refused connection reports (README, "The
-// network"): the audit and the shell call's violations carry it.
+// Violation is one refusal attributed to a call (README, "Violations"):
+// the refused action, its target and the raw line it was read from. It is
+// the one violation type: egress, the lowest package that reports one,
+// owns it, and session re-exports it (session.Violation) for the packages
+// above, which the package map keeps from importing egress. The JSON names
+// are what a shell result and the violations resource show.
+//
+// A refused connection reports one here: Action is always
+// actionNetworkOutbound, Target host:port as the client asked (control
+// bytes escaped), Raw the reason line "<proxy> <verb>: <reason>".
 type Violation struct {
-	Action string // always actionNetworkOutbound
-	Target string // host:port as the client asked (control bytes escaped)
-	Raw    string // the reason line: "<proxy> <verb>: <reason>"
+	Action string `json:"action"`
+	Target string `json:"target"`
+	Raw    string `json:"raw"`
 }
 
 // proxyOptions configures one session's pair of proxies.
@@ -117,7 +125,7 @@ type proxyPair struct {
 	ctx    context.Context // canceled by Close: pending decisions, dials and round trips end
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
+	mu     sync.Mutex            // guards conns and closed
 	conns  map[net.Conn]struct{} // every open client and upstream connection
 	closed bool
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -21,7 +22,7 @@ import (
 // fakeDecider allows exactly its rules (host as asked, and port) and denies
 // everything else; it records every call and never resolves anything.
 type fakeDecider struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // guards rules and calls
 	rules map[string]fakeRule
 	calls []string
 }
@@ -61,7 +62,7 @@ type harness struct {
 	p   *proxyPair
 	dec *fakeDecider
 
-	mu         sync.Mutex
+	mu         sync.Mutex // guards violations and dials
 	violations []Violation
 	dials      []string
 }
@@ -519,7 +520,7 @@ func TestDialTriesEveryCheckedAddress(t *testing.T) {
 		}
 		return Decision{Allow: true, Host: host, Port: port, Addrs: []netip.Addr{netip.MustParseAddr("127.0.0.3"), netip.MustParseAddr("127.0.0.1")}}
 	})
-	var mu sync.Mutex
+	var mu sync.Mutex // guards dials
 	var dials []string
 	var d net.Dialer
 	p, err := startProxies(proxyOptions{Decider: dec, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -558,5 +559,17 @@ func TestDialTriesEveryCheckedAddress(t *testing.T) {
 	want := []string{first, second, first, second, first, second}
 	if strings.Join(dials, " ") != strings.Join(want, " ") {
 		t.Errorf("dials %v, want %v", dials, want)
+	}
+}
+
+// TestViolationJSON: the one violation type marshals under the names a
+// shell result and the violations resource show (README, "Violations").
+func TestViolationJSON(t *testing.T) {
+	b, err := json.Marshal(Violation{Action: actionNetworkOutbound, Target: "example.test:443", Raw: "http CONNECT: no"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"action":"network-outbound","target":"example.test:443","raw":"http CONNECT: no"}`; string(b) != want {
+		t.Errorf("got %s, want %s", b, want)
 	}
 }

@@ -193,7 +193,7 @@ func checkAnswer(t *testing.T, via string, resp *http.Response, body string, sta
 // TestInvalidTLDNeverQueried: a name under "invalid" fails as "no such host"
 // without a DNS query (RFC 6761), whatever DNS this host has or lacks.
 func TestInvalidTLDNeverQueried(t *testing.T) {
-	var mu sync.Mutex
+	var mu sync.Mutex // guards queried
 	var queried []string
 	saved := net.DefaultResolver
 	t.Cleanup(func() { net.DefaultResolver = saved })

@@ -1,6 +1,6 @@
 // Package hooks runs the hook commands a trusted configuration declares
 // (SessionStart, PreToolUse, PostToolUse, SessionEnd), each through the
-// session's confine.Session launcher: under the session's own sandbox, with
+// session's confine.Launcher: under the session's own sandbox, with
 // the read/exec grant on its directory that confine derived from the same
 // configuration (README, "Hooks"). This package
 // starts no process itself and imports only confine and the standard

@@ -12,29 +12,25 @@ import (
 	"time"
 
 	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/internal/sandboxtest"
 )
 
-// world is a real sandbox session: a worktree, a HOME with a secret, and a
-// hooks directory whose scripts the tests write. Nothing is mocked: every
-// hook runs through confine's launcher, under bubblewrap unless the mode
-// is off.
+// world is a real sandbox session: a sandboxtest host (a worktree, a HOME
+// with a secret) and a hooks directory whose scripts the tests write.
+// Nothing is mocked: every hook runs through confine's launcher, under
+// bubblewrap unless the mode is off.
 type world struct {
 	root, home, work, hooks string
+	host                    sandboxtest.Host
 }
 
 func newWorld(t *testing.T) world {
 	t.Helper()
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
+	h := sandboxtest.NewHost(t)
+	w := world{root: h.Root, home: h.Home, work: h.Work, hooks: filepath.Join(h.Root, "opt", "hooks"), host: h}
+	if err := os.MkdirAll(w.hooks, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	w := world{root: root, home: filepath.Join(root, "home"), work: filepath.Join(root, "work"), hooks: filepath.Join(root, "opt", "hooks")}
-	for _, d := range []string{w.home, w.work, w.hooks, filepath.Join(root, "scratch")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.write(t, filepath.Join(w.home, ".ssh", "id_rsa"), "SECRET-KEY\n", 0o600)
 	return w
 }
 
@@ -61,26 +57,12 @@ func (w world) script(t *testing.T, name, body string) string {
 // commands, and opens a launcher session on it.
 func (w world) session(t *testing.T, mode confine.Mode, hs []Hook) *confine.Launcher {
 	t.Helper()
-	env := []string{"HOME=" + w.home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
-	var infra []string
+	spec := w.host.Spec(mode)
+	spec.Env = append(spec.Env, "LANG=C.UTF-8")
 	for _, h := range hs {
-		infra = append(infra, h.Command)
+		spec.HookPaths = append(spec.HookPaths, h.Command)
 	}
-	host := confine.Probe(confine.ProbeQuick, env)
-	if mode != confine.ModeOff && host.Unusable() != "" {
-		t.Fatalf("this host cannot run the sandbox the hooks run in: %s", host.Unusable())
-	}
-	p, err := confine.Resolve(confine.Spec{Mode: mode, ModeExplicit: true, Network: confine.NetworkOff,
-		Workdir: w.work, Env: env, ScratchRoot: filepath.Join(w.root, "scratch"), HookPaths: infra}, host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := confine.NewLauncher(p, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return sandboxtest.Launcher(t, sandboxtest.Resolve(t, spec, sandboxtest.Live(t, mode)))
 }
 
 func (w world) runner(t *testing.T, mode confine.Mode, hs ...Hook) *Runner {

@@ -22,9 +22,10 @@ import (
 // started the way an agent host starts it, as the fixture's identity.
 type mcpConn struct {
 	c        *client.Client
+	cmd      *exec.Cmd // the server, over stdio (nil over HTTP)
 	init     *mcp.InitializeResult
 	stderr   *lockedBuffer
-	mu       sync.Mutex
+	mu       sync.Mutex // guards progress
 	progress []string
 }
 
@@ -48,6 +49,7 @@ func (e *env) mcpWith(t *testing.T, copts []client.ClientOption, caps *mcp.Clien
 		if !e.id.root && os.Geteuid() == 0 {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(e.id.uid), Gid: uint32(e.id.gid)}}
 		}
+		m.cmd = cmd
 		return cmd, nil
 	}
 	tr := transport.NewStdioWithOptions(binPath, nil, flags,

@@ -314,7 +314,7 @@ func TestHTTPDelegateFloorDegraded(t *testing.T) {
 // approver is an elicitation handler that records what it was asked and
 // answers with action and approve.
 type approver struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards asked
 	asked   []string
 	action  mcp.ElicitationResponseAction
 	approve bool

@@ -120,7 +120,7 @@ func TestLogNotificationsPerSession(t *testing.T) {
 		}
 		var wg sync.WaitGroup
 		runs := map[string]tsRun{}
-		var mu sync.Mutex
+		var mu sync.Mutex // guards runs
 		for _, c := range [][2]string{{"marker-a", "debug"}, {"marker-b", "debug"}, {"marker-c", ""}} {
 			wg.Add(1)
 			go func() {

@@ -3,14 +3,18 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // Terminals over MCP (README, "Terminals"), as root and as the
@@ -70,6 +74,79 @@ func (m *mcpConn) termUntil(t *testing.T, id, want string) string {
 	return ""
 }
 
+// proc is one process, told apart from a later one with the same pid by
+// its start time.
+type proc struct {
+	pid   int
+	start string
+}
+
+// procStat is a process's state and start time (fields 3 and 22 of
+// /proc/<pid>/stat).
+func procStat(pid int) (state, start string, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", "", false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return "", "", false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return "", "", false
+	}
+	return f[0], f[19], true
+}
+
+// ownProcs lists the processes below server (its descendants: only what
+// this test's server started, other servers run on the machine) whose
+// command line contains marker ("" for all of them).
+func ownProcs(server int, marker string) []proc {
+	var out []proc
+	for _, p := range descendants(server) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if err != nil || !strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), marker) {
+			continue
+		}
+		if _, start, ok := procStat(p); ok {
+			out = append(out, proc{p, start})
+		}
+	}
+	return out
+}
+
+// running lists those of ps still running (wherever they were moved in
+// the process tree since), zombies aside.
+func running(ps []proc) []proc {
+	var out []proc
+	for _, p := range ps {
+		if state, start, ok := procStat(p.pid); ok && start == p.start && state != "Z" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// waitOwn waits (bounded) for a process of server's with marker and
+// returns them all.
+func waitOwn(t *testing.T, server int, marker string) []proc {
+	t.Helper()
+	var ps []proc
+	if !waitFor(10*time.Second, func() bool { ps = ownProcs(server, marker); return len(ps) > 0 }) {
+		t.Fatalf("no process %q below the server", marker)
+	}
+	return ps
+}
+
+// waitGone waits (bounded) until none of ps runs.
+func waitGone(t *testing.T, ps []proc, what string) {
+	t.Helper()
+	if !waitFor(5*time.Second, func() bool { return len(running(ps)) == 0 }) {
+		t.Errorf("%s left processes running: %v", what, running(ps))
+	}
+}
+
 // TestTerminalTools: a python REPL answers, C-c interrupts, the screen
 // view places text where the program put it, the terminal is inside the
 // boundary, and terminal_close and the session's end leave no process.
@@ -82,6 +159,7 @@ func TestTerminalTools(t *testing.T) {
 		mustMkdir(t, filepath.Join(e.home, ".ssh"))
 		writeFile(t, filepath.Join(e.home, ".ssh", "id_rsa"), "PLANTED-PRIVATE-KEY\n")
 		m := e.mcp(t, "--sandbox", "workspace-write", "--sandbox-net", "off")
+		pid := m.cmd.Process.Pid
 
 		names, _ := listNames(t, m)
 		for _, want := range []string{"terminal_start", "terminal_send", "terminal_read", "terminal_close", "terminal_list"} {
@@ -91,15 +169,22 @@ func TestTerminalTools(t *testing.T) {
 		}
 
 		// No terminal yet: the shell runs as ever, with no loopback holder.
+		// A root server's terminals get one. A user server's session made
+		// its namespaces at its first spawn (its user namespace bounds the
+		// session's processes) and holds them by descriptor: with the
+		// network off its terminals need no process for their loopback.
 		if out := m.shellOut(t, "echo before-terminal"); !strings.Contains(out, "before-terminal") {
 			t.Fatalf("shell: %q", out)
 		}
-		if hs := procsWith("__loopback-hold"); len(hs) != 0 {
+		if hs := ownProcs(pid, "__loopback-hold"); len(hs) != 0 {
 			t.Errorf("a loopback holder runs before any terminal: %v", hs)
 		}
 		repl := m.termStart(t, map[string]any{"command": "/usr/bin/python3 -q"})
-		if hs := procsWith("__loopback-hold"); len(hs) == 0 {
-			t.Error("no loopback holder once a terminal runs")
+		// A root server's session holds its loopback in a holder process;
+		// a user server's holder ends once its namespaces are open (the
+		// server's descriptors keep them; README, "Terminals").
+		if hs := ownProcs(pid, "__loopback-hold"); id.root && len(hs) != 1 || !id.root && len(hs) != 0 {
+			t.Errorf("holders once a terminal runs: %v", hs)
 		}
 		m.termUntil(t, repl, ">>>")
 		m.termSend(t, repl, "print(6*7)", "Enter")
@@ -143,30 +228,25 @@ func TestTerminalTools(t *testing.T) {
 		}
 
 		bg := m.termStart(t, map[string]any{"command": "sleep 1041 & sleep 1042"})
-		if !waitFor(10*time.Second, func() bool { return len(procsWith("sleep 1041")) > 0 && len(procsWith("sleep 1042")) > 0 }) {
-			t.Fatal("the terminal's processes never ran")
-		}
+		bgProcs := append(waitOwn(t, pid, "sleep 1041"), waitOwn(t, pid, "sleep 1042")...)
 		if r := m.call(t, "terminal_close", map[string]any{"id": bg}); r.IsError {
 			t.Fatalf("terminal_close: %s", text(r))
 		}
-		if !waitFor(5*time.Second, func() bool { return len(procsWith("sleep 104")) == 0 }) {
-			t.Errorf("terminal_close left processes: %v", procsWith("sleep 104"))
-		}
+		waitGone(t, bgProcs, "terminal_close")
 		if r := m.call(t, "terminal_read", map[string]any{"id": bg}); !r.IsError {
 			t.Error("a closed terminal can still be read")
 		}
 
-		// The session's end ends every terminal.
+		// The session's end ends every terminal, and the loopback holder:
+		// everything the server started.
 		m.termStart(t, map[string]any{"command": "sleep 1043"})
-		if !waitFor(10*time.Second, func() bool { return len(procsWith("sleep 1043")) > 0 }) {
-			t.Fatal("sleep 1043 never ran")
+		waitOwn(t, pid, "sleep 1043")
+		if id.root {
+			waitOwn(t, pid, "__loopback-hold")
 		}
+		all := ownProcs(pid, "")
 		m.c.Close()
-		if !waitFor(5*time.Second, func() bool {
-			return len(procsWith("sleep 1043")) == 0 && len(procsWith("sleep 1000")) == 0 && len(procsWith("__loopback-hold")) == 0
-		}) {
-			t.Errorf("the session ended but its terminals or loopback holder did not: %v %v", procsWith("sleep 10"), procsWith("__loopback-hold"))
-		}
+		waitGone(t, all, "the session's end")
 	})
 }
 
@@ -319,32 +399,154 @@ func TestTerminalHTTPSessionEnd(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		e := newEnv(t, id)
 		srv := e.serve(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--idle-timeout", "3s", "--drain-timeout", "1s")
+		pid := srv.cmd.Process.Pid
 		a := srv.mustConnect(t, clientOpts{})
 		b := srv.mustConnect(t, clientOpts{})
 		a.termStart(t, map[string]any{"command": "sleep 1061"})
 		b.termStart(t, map[string]any{"command": "sleep 1062"})
-		if !waitFor(10*time.Second, func() bool { return len(procsWith("sleep 1061")) > 0 && len(procsWith("sleep 1062")) > 0 }) {
-			t.Fatal("the terminals never ran")
-		}
+		aProcs, bProcs := waitOwn(t, pid, "sleep 1061"), waitOwn(t, pid, "sleep 1062")
 		a.c.Close() // DELETE
-		if !waitFor(5*time.Second, func() bool { return len(procsWith("sleep 1061")) == 0 }) {
-			t.Error("DELETE left the session's terminal running")
-		}
-		if len(procsWith("sleep 1062")) == 0 {
+		waitGone(t, aProcs, "DELETE")
+		if len(running(bProcs)) == 0 {
 			t.Fatal("another session's terminal ended with the first")
 		}
 		// b makes no call: it idles out, and its terminal with it.
-		if !waitFor(15*time.Second, func() bool { return len(procsWith("sleep 1062")) == 0 }) {
+		if !waitFor(15*time.Second, func() bool { return len(running(bProcs)) == 0 }) {
 			t.Error("idle expiry left the session's terminal running")
 		}
 		c := srv.mustConnect(t, clientOpts{})
 		c.termStart(t, map[string]any{"command": "sleep 1063"})
-		if !waitFor(10*time.Second, func() bool { return len(procsWith("sleep 1063")) > 0 }) {
-			t.Fatal("the third terminal never ran")
-		}
+		waitOwn(t, pid, "sleep 1063")
+		all := ownProcs(pid, "")
 		srv.stop(t) // SIGTERM
-		if !waitFor(5*time.Second, func() bool { return len(procsWith("sleep 106")) == 0 && len(procsWith("__loopback-hold")) == 0 }) {
-			t.Errorf("SIGTERM left terminals or loopback holders: %v %v", procsWith("sleep 106"), procsWith("__loopback-hold"))
+		waitGone(t, all, "SIGTERM")
+	})
+}
+
+// cpuTicks is a process's CPU time so far (utime and stime, fields 14 and
+// 15 of /proc/<pid>/stat), in clock ticks (100 a second).
+func cpuTicks(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatalf("the server's CPU time: %v", err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	ut, _ := strconv.Atoi(f[11])
+	st, _ := strconv.Atoi(f[12])
+	return ut + st
+}
+
+// serverIdle fails if the server then uses more than 0.1 s of CPU a
+// second (measured over 2 s).
+func serverIdle(t *testing.T, pid int, after string) {
+	t.Helper()
+	time.Sleep(500 * time.Millisecond)
+	before := cpuTicks(t, pid)
+	time.Sleep(2 * time.Second)
+	used := cpuTicks(t, pid) - before
+	t.Logf("after %s the server used %d ms of CPU in 2 s", after, used*10)
+	if used > 20 {
+		t.Errorf("after %s the server used %d ms of CPU in 2 s", after, used*10)
+	}
+}
+
+// callWithin is a tool call bounded by d (an error when it takes longer).
+func (m *mcpConn) callWithin(d time.Duration, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = tool
+	req.Params.Arguments = args
+	return m.c.CallTool(ctx, req)
+}
+
+// screenAnswers reads the screen view (waiting up to 1 s) until it shows
+// want, and fails if a read takes more than 10 s to answer.
+func (m *mcpConn) screenAnswers(t *testing.T, id, want string) {
+	t.Helper()
+	var last string
+	for i := 0; i < 10; i++ {
+		start := time.Now()
+		r, err := m.callWithin(20*time.Second, "terminal_read", map[string]any{"id": id, "view": "screen", "wait_ms": 1000})
+		if took := time.Since(start); err != nil || took > 10*time.Second {
+			t.Errorf("terminal_read view=screen answered after %s (wait_ms 1000): %v", took.Round(time.Millisecond), err)
+			return
+		}
+		if r.IsError {
+			t.Fatalf("terminal_read: %s", text(r))
+		}
+		if last = structured(t, r)["text"].(string); strings.Contains(last, want) {
+			return
+		}
+	}
+	t.Errorf("the screen never showed %q:\n%s", want, last)
+}
+
+// TestTerminalOutputBombs: output built to make the server's screen
+// emulator work without end or wait on the program: fourteen bytes asking
+// to repeat a character 2^31 times, and 200,000 device-attribute queries
+// from a program in raw mode that never reads the answers. The screen
+// view answers within its wait; after terminal_close, and after the
+// session's DELETE, the server is idle; SIGTERM ends it within the drain
+// timeout, a bomb running and a screen read in flight. Output past a
+// terminal's share of the server's CPU degrades its screen view only.
+func TestTerminalOutputBombs(t *testing.T) {
+	rep := `printf 'A\033[2147483646b'; sleep 1071`
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		srv := e.serve(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--drain-timeout", "1s")
+		pid := srv.cmd.Process.Pid
+		m := srv.mustConnect(t, clientOpts{})
+		for _, p := range []struct{ cmd, shows string }{
+			{rep, strings.Repeat("A", 80)},
+			{`stty raw -echo; yes $'\033[c' | tr -d '\n' | head -c 600000; echo; echo asked-$((6*7)); sleep 1072`, "asked-42"},
+		} {
+			tid := m.termStart(t, map[string]any{"command": p.cmd, "cols": 80, "rows": 24})
+			m.screenAnswers(t, tid, p.shows)
+			if r, err := m.callWithin(20*time.Second, "terminal_close", map[string]any{"id": tid}); err != nil || r.IsError {
+				t.Fatalf("terminal_close: %v %v", err, r)
+			}
+			serverIdle(t, pid, "terminal_close")
+		}
+
+		// Output past the terminal's share of the server's CPU: the screen
+		// view says it is degraded, the output view has it all.
+		flood := m.termStart(t, map[string]any{"command": `yes | head -c 5000000; echo flooded-$((6*7)); sleep 1073`, "cols": 500, "rows": 200})
+		m.termUntil(t, flood, "flooded-42")
+		if r, err := m.callWithin(20*time.Second, "terminal_read", map[string]any{"id": flood, "view": "screen"}); err != nil || r.IsError {
+			t.Errorf("terminal_read view=screen: %v %v", err, r)
+		} else if st := structured(t, r); st["screen_degraded"] != true || !strings.Contains(text(r), "screen degraded") {
+			t.Errorf("the flood's screen view does not say it is degraded: %v\n%s", st["screen_degraded"], text(r))
+		}
+		if r, err := m.callWithin(20*time.Second, "terminal_close", map[string]any{"id": flood}); err != nil || r.IsError {
+			t.Fatalf("terminal_close: %v %v", err, r)
+		}
+		serverIdle(t, pid, "terminal_close of the flood")
+
+		d := srv.mustConnect(t, clientOpts{})
+		d.termStart(t, map[string]any{"command": rep})
+		time.Sleep(500 * time.Millisecond)
+		d.c.Close() // DELETE
+		serverIdle(t, pid, "the session's DELETE")
+
+		f := srv.mustConnect(t, clientOpts{})
+		tid := f.termStart(t, map[string]any{"command": rep})
+		time.Sleep(500 * time.Millisecond)
+		// With the output read, the screen read waits its 3 s: in flight.
+		f.call(t, "terminal_read", map[string]any{"id": tid})
+		go func() {
+			_, _ = f.callWithin(30*time.Second, "terminal_read", map[string]any{"id": tid, "view": "screen", "wait_ms": 3000})
+		}()
+		time.Sleep(200 * time.Millisecond)
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		termed := time.Now()
+		select {
+		case <-srv.done:
+			t.Logf("SIGTERM ended the server in %s", time.Since(termed).Round(time.Millisecond))
+		case <-time.After(10 * time.Second):
+			t.Errorf("SIGTERM (drain timeout 1 s) did not end the server within 10 s:\n%s", srv.stderr.String())
+			_ = srv.cmd.Process.Kill()
 		}
 	})
 }

@@ -151,7 +151,7 @@ func thrRand(t *testing.T) string {
 
 // lockedBuffer is a bytes.Buffer safe to read while a process writes it.
 type lockedBuffer struct {
-	mu sync.Mutex
+	mu sync.Mutex // guards b
 	b  bytes.Buffer
 }
 
@@ -515,7 +515,7 @@ func thrSharedKernelObjects(t *testing.T) {
 		}
 		defer ln.Close()
 		var accepted sync.WaitGroup
-		var mu sync.Mutex
+		var mu sync.Mutex // guards conns
 		conns := 0
 		accepted.Add(1)
 		go func() {

@@ -50,22 +50,4 @@ func FuzzPath(f *testing.F) {
 	})
 }
 
-func newFixtureF(f *testing.F) *fixture {
-	dir, err := filepath.EvalSymlinks(f.TempDir())
-	if err != nil {
-		f.Fatal(err)
-	}
-	fx := &fixture{home: filepath.Join(dir, "home"), wt: filepath.Join(dir, "work", "a")}
-	fx.state = filepath.Join(fx.home, ".local", "state", "evener-mcp")
-	for _, d := range []string{filepath.Join(fx.home, ".ssh"), fx.wt} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			f.Fatal(err)
-		}
-	}
-	fx.base, err = confine.Resolve(confine.Spec{Mode: confine.ModeOff, ModeExplicit: true, Workdir: fx.wt, Home: fx.home, StateDir: fx.state},
-		confine.HostReport{OS: "linux"})
-	if err != nil {
-		f.Fatal(err)
-	}
-	return fx
-}
+func newFixtureF(f *testing.F) *fixture { return newFixture(f, confine.ModeOff) }

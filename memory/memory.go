@@ -257,7 +257,7 @@ type Root struct {
 }
 
 var (
-	locksMu sync.Mutex
+	locksMu sync.Mutex // guards locks
 	locks   = map[string]*sync.Mutex{}
 )
 

@@ -12,37 +12,27 @@ import (
 	"testing"
 
 	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/internal/sandboxtest"
 )
 
-// fixture is a host: a home with a secret, a state directory and two
-// worktrees.
+// fixture is a host: a sandboxtest host (a home with a secret), a state
+// directory and two worktrees.
 type fixture struct {
 	home, state, wt, wt2, secret string
 	base                         *confine.Policy
 }
 
-func newFixture(t *testing.T, mode confine.Mode) *fixture {
+func newFixture(t testing.TB, mode confine.Mode) *fixture {
 	t.Helper()
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{home: filepath.Join(dir, "home"), wt: filepath.Join(dir, "work", "a"), wt2: filepath.Join(dir, "work", "b")}
+	h := sandboxtest.NewHost(t)
+	f := &fixture{home: h.Home, wt: h.Work, wt2: filepath.Join(h.Root, "work2"), secret: h.Secret}
 	f.state = filepath.Join(f.home, ".local", "state", "evener-mcp")
-	for _, d := range []string{filepath.Join(f.home, ".ssh"), f.wt, f.wt2} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.secret = filepath.Join(f.home, ".ssh", "id_rsa")
-	if err := os.WriteFile(f.secret, []byte("PRIVATE KEY\n"), 0o600); err != nil {
+	if err := os.Mkdir(f.wt2, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f.base, err = confine.Resolve(confine.Spec{Mode: mode, ModeExplicit: true, Workdir: f.wt, Home: f.home, StateDir: f.state},
-		confine.HostReport{OS: "linux", Bwrap: "/usr/bin/bwrap", UserNS: true, Seccomp: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := h.Spec(mode)
+	spec.Home, spec.StateDir = f.home, f.state
+	f.base = sandboxtest.Resolve(t, spec, sandboxtest.Usable)
 	return f
 }
 
@@ -216,7 +206,7 @@ func TestEscapes(t *testing.T) {
 					t.Errorf("listing shows the secret: %+v", e)
 				}
 			}
-			if b, _ := os.ReadFile(f.secret); string(b) != "PRIVATE KEY\n" {
+			if b, _ := os.ReadFile(f.secret); string(b) != sandboxtest.SecretContent {
 				t.Fatalf("the secret changed: %q", b)
 			}
 		})

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/evener-dev/evener-mcp/confine"
-	"github.com/evener-dev/evener-mcp/egress"
 )
 
 // Audit appends one JSON line per decision to audit.jsonl in the state
@@ -17,7 +16,7 @@ import (
 // redacted path (its base name) and a truncated command; never file
 // contents, never a full path of a secret.
 type Audit struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards writes to f: one whole line per Write
 	f       *os.File
 	session string
 	mode    confine.Mode
@@ -79,7 +78,7 @@ func (a *Audit) Shell(command string, res confine.Result, violations int) {
 }
 
 // Network records an egress refusal (the target is host:port as asked).
-func (a *Audit) Network(v egress.Violation) {
+func (a *Audit) Network(v Violation) {
 	a.Write(Record{Tool: "egress", Decision: "denied", Rule: v.Action, Path: Truncate(v.Target, 300), Command: Truncate(v.Raw, 200)})
 }
 

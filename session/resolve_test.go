@@ -2,31 +2,23 @@ package session
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/internal/sandboxtest"
 )
 
 // TestResolve: the delegate floor and a client's request, as a table,
 // with no server and no bubblewrap (fake host reports).
 func TestResolve(t *testing.T) {
-	usable := confine.HostReport{OS: "linux", Bwrap: "/usr/bin/bwrap", UserNS: true, Seccomp: true}
+	usable := sandboxtest.Usable
 	none := confine.HostReport{OS: "linux"} // no backend at all
-	dir := t.TempDir()
-	wd := filepath.Join(dir, "work")
-	if err := os.MkdirAll(wd, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	h := sandboxtest.NewHost(t)
 	base := func(t *testing.T, mode confine.Mode, network confine.Network, host confine.HostReport) *confine.Policy {
 		t.Helper()
-		p, err := confine.Resolve(confine.Spec{Mode: mode, ModeExplicit: true, Network: network, Workdir: wd,
-			Env: []string{"HOME=" + filepath.Join(dir, "home"), "PATH=/usr/bin:/bin"}, Home: filepath.Join(dir, "home"), ScratchRoot: dir}, host)
-		if err != nil {
-			t.Fatalf("base %s: %v", mode, err)
-		}
-		return p
+		spec := h.Spec(mode)
+		spec.Network = network
+		return sandboxtest.Resolve(t, spec, host)
 	}
 	const (
 		off = confine.ModeOff
@@ -84,7 +76,7 @@ func TestResolve(t *testing.T) {
 			}
 			writes := false
 			for _, r := range pol.WriteRoots() {
-				if confine.Within(wd, r) {
+				if confine.Within(h.Work, r) {
 					writes = true
 				}
 			}

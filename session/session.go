@@ -88,8 +88,8 @@ type Options struct {
 	// FileLayer opens the race-safe file layer (the MCP server's file
 	// tools); exec needs none.
 	FileLayer bool
-	// Spawner starts a spawner thread in the session's pids cgroup (root
-	// servers on cgroup v1): worth it for a long-lived session.
+	// Spawner bounds the session's processes as a whole
+	// (Launcher.StartSpawner): worth it for a long-lived session.
 	Spawner bool
 	// StateDir holds the audit log; "" keeps none.
 	StateDir string
@@ -166,6 +166,12 @@ func Open(base *confine.Policy, mutates bool, req Request, o Options) (*Session,
 	}
 	if o.Terminals != nil {
 		s.Terminals = terminal.NewSet(s.Launcher, *o.Terminals)
+		// What the server did in git after a terminal's program ended
+		// (README, "Violations"): no call waits for it, so only the
+		// session's violations tell.
+		s.Terminals.OnEnd(func(id string, res confine.Result) {
+			s.Violations.Add("terminal_start", GitViolations(res)...)
+		})
 	}
 	if o.FileLayer {
 		switch s.Files, err = s.newFiles(pol); {
@@ -193,11 +199,11 @@ func Open(base *confine.Policy, mutates bool, req Request, o Options) (*Session,
 		if hosts == "" {
 			hosts = os.Getenv(egress.HostsEnv)
 		}
-		s.Outlet, err = egress.OpenOutlet(o.AllowDomains, hosts, socketParent, func(v egress.Violation) {
+		s.Outlet, err = egress.OpenOutlet(o.AllowDomains, hosts, socketParent, func(v Violation) {
 			s.Audit.Network(v)
-			s.Violations.Add("", Violation(v))
+			s.Violations.Add("", v)
 			if o.OnRefusal != nil {
-				o.OnRefusal(Violation(v))
+				o.OnRefusal(v)
 			}
 		})
 		if err == nil {
@@ -283,11 +289,7 @@ func (s *Session) NetViolations(from, to time.Time) []Violation {
 	if s.Outlet == nil {
 		return nil
 	}
-	var out []Violation
-	for _, v := range s.Outlet.Between(from, to) {
-		out = append(out, Violation(v))
-	}
-	return out
+	return s.Outlet.Between(from, to)
 }
 
 // KeepScratch makes Close leave the session's scratch in place: the
@@ -323,13 +325,10 @@ func (s *Session) Close() error {
 	return errors.Join(errs...)
 }
 
-// Violation is one refusal attributed to a call (README, "The network"): the refused action, its target and the raw line it
-// was read from.
-type Violation struct {
-	Action string `json:"action"`
-	Target string `json:"target"`
-	Raw    string `json:"raw"`
-}
+// Violation is one refusal attributed to a call (README, "Violations"):
+// egress.Violation under the name the packages above session use (the
+// package map keeps them from importing egress). One type, two spellings.
+type Violation = egress.Violation
 
 // Memory records a memory write or delete (README, "Memory"): the tool,
 // the scope and the file's base name; never its content.

@@ -19,7 +19,25 @@ const (
 	ActionFileRead    = "file-read"
 	ActionFileWrite   = "file-write"
 	ActionGitSetAside = "git-set-aside"
+	// ActionProtectedInGit: a command changed a protected path through
+	// git (a ref, HEAD or index entry it moved); the server set it back
+	// (README, "Protected paths and runner state").
+	ActionProtectedInGit = "protected-in-git"
 )
+
+// GitViolations are what a command's result says the server did in git
+// after it: repositories the git sweep set aside, protected paths set back.
+func GitViolations(res confine.Result) []Violation {
+	var out []Violation
+	for _, q := range res.Quarantined {
+		target, _, _ := strings.Cut(q, ":")
+		out = append(out, Violation{Action: ActionGitSetAside, Target: target, Raw: q})
+	}
+	for _, g := range res.GitProtected {
+		out = append(out, Violation{Action: ActionProtectedInGit, Target: g.Path, Raw: g.What})
+	}
+	return out
+}
 
 // Noted is one violation as the session keeps it: when it was recorded
 // and, when known, the tool whose call met it.

@@ -7,6 +7,11 @@
 // github.com/charmbracelet/x/ansi). The pseudo-terminal comes from
 // github.com/creack/pty.
 //
+// Nothing the program writes makes the server do unbounded work or wait
+// on the program: the emulator's input is clamped to the screen's size
+// (clamp), rendered under a budget of the server's time (screen), and its
+// replies never block; the terminal's reader and emulator end with it.
+//
 // The package knows nothing of MCP; the terminal_* tools (package tools)
 // call it. A Set belongs to one session and ends with it.
 package terminal
@@ -25,8 +30,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/charmbracelet/x/ansi"
-	"github.com/charmbracelet/x/vt"
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/evener-dev/evener-mcp/confine"
 )
@@ -40,10 +45,16 @@ type Limits struct {
 	Scrollback int
 	// Idle closes a terminal nobody sent to or read from for this long.
 	Idle time.Duration
+	// ScreenBurst and ScreenRate budget the server's time a terminal's
+	// screen view may take: at most ScreenBurst at once, ScreenRate per
+	// second sustained. Beyond it the output is not rendered (the screen
+	// view says so); the output view is not affected.
+	ScreenBurst, ScreenRate time.Duration
 }
 
 // DefaultLimits are the embedded defaults.
-var DefaultLimits = Limits{Max: 8, Scrollback: 256 << 10, Idle: 30 * time.Minute}
+var DefaultLimits = Limits{Max: 8, Scrollback: 256 << 10, Idle: 30 * time.Minute,
+	ScreenBurst: 2 * time.Second, ScreenRate: 100 * time.Millisecond}
 
 // Bounds on what one call may ask.
 const (
@@ -59,6 +70,10 @@ const (
 	startWait = 30 * time.Second
 )
 
+// sendWait bounds how long Send waits for the program to take its input
+// (a variable for the tests).
+var sendWait = 10 * time.Second
+
 // ErrUnknown is returned for an id the session does not have.
 var ErrUnknown = errors.New("no such terminal")
 
@@ -67,10 +82,11 @@ type Set struct {
 	l   *confine.Launcher
 	lim Limits
 
-	mu     sync.Mutex // guards terms, next and closed
+	mu     sync.Mutex // guards terms, next, closed and onEnd
 	terms  map[string]*Terminal
 	next   int
 	closed bool
+	onEnd  func(id string, res confine.Result)
 
 	stop chan struct{} // closed by Close: ends the idle reaper
 }
@@ -88,9 +104,24 @@ func NewSet(l *confine.Launcher, lim Limits) *Set {
 	if lim.Idle <= 0 {
 		lim.Idle = DefaultLimits.Idle
 	}
+	if lim.ScreenBurst <= 0 {
+		lim.ScreenBurst = DefaultLimits.ScreenBurst
+	}
+	if lim.ScreenRate <= 0 {
+		lim.ScreenRate = DefaultLimits.ScreenRate
+	}
 	s := &Set{l: l, lim: lim, terms: map[string]*Terminal{}, stop: make(chan struct{})}
 	go s.reap()
 	return s
+}
+
+// OnEnd makes f receive how each later terminal's program ended (what the
+// git sweep and the protected-in-git check did after it, say), on the
+// goroutine that waited for it. f must not block.
+func (s *Set) OnEnd(f func(id string, res confine.Result)) {
+	s.mu.Lock()
+	s.onEnd = f
+	s.mu.Unlock()
 }
 
 // Terminal is one program on a pseudo-terminal.
@@ -100,12 +131,14 @@ type Terminal struct {
 	Backend string
 	Started time.Time
 
-	master *os.File
-	emu    *vt.SafeEmulator
+	master *os.File // non-blocking: a read ends when it is closed
+	scr    *screen
 	cancel context.CancelFunc
 	done   chan struct{} // closed once the program ended and output drained
 	parser *ansi.Parser  // used only by the output reader, with mu held
 	limit  int           // the scrollback bound in bytes
+
+	sendMu sync.Mutex // serializes Send's writes (each sets the write deadline)
 
 	mu       sync.Mutex    // guards what follows
 	out      []byte        // plain text not yet read
@@ -176,6 +209,10 @@ func (s *Set) Start(o StartOptions) (*Terminal, error) {
 		tty.Close()
 		return nil, fmt.Errorf("size the pseudo-terminal: %w", err)
 	}
+	if master, err = pollable(master); err != nil {
+		tty.Close()
+		return nil, err
+	}
 	args := []string{"bash", "-i"}
 	if o.Command != "" {
 		args = []string{"bash", "-c", o.Command}
@@ -183,16 +220,11 @@ func (s *Set) Start(o StartOptions) (*Terminal, error) {
 	now := time.Now()
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Terminal{ID: id, Command: o.Command, Backend: s.l.Policy().Backend(), Started: now,
-		master: master, emu: vt.NewSafeEmulator(o.Cols, o.Rows), cancel: cancel,
+		master: master, cancel: cancel,
 		done: make(chan struct{}), lastUse: now, signal: make(chan struct{}), limit: s.lim.Scrollback}
 	if t.Command == "" {
 		t.Command = "bash"
 	}
-	// The screen view is the visible rows; the output view keeps the
-	// history (bounded by Scrollback). The emulator's own scrollback
-	// (10,000 rows of cells by default, megabytes a terminal) is not
-	// read, so it keeps one row.
-	t.emu.SetScrollbackSize(1)
 	t.parser = ansi.NewParser()
 	t.parser.SetHandler(ansi.Handler{Print: t.print, Execute: t.execute})
 
@@ -226,25 +258,31 @@ func (s *Set) Start(o StartOptions) (*Terminal, error) {
 		master.Close()
 		return nil, errors.New("start the terminal: the sandbox did not start in time")
 	}
+	// The screen exists before anyone can find the terminal (Close,
+	// the idle reaper).
+	t.scr = newScreen(o.Cols, o.Rows, s.lim.ScreenBurst, s.lim.ScreenRate, master)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		cancel()
 		<-end
+		t.scr.close()
 		master.Close()
 		return nil, errors.New("the session is closing")
 	}
 	s.terms[id] = t
 	s.mu.Unlock()
 
-	// The emulator answers the program's queries (cursor position, device
-	// attributes) on its input side: copied back to the program, or the
-	// emulator's writer would block.
-	go func() { _, _ = io.Copy(master, t.emu) }()
 	readerDone := make(chan struct{})
 	go t.readOutput(readerDone)
 	go func() {
 		e := <-end
+		s.mu.Lock()
+		onEnd := s.onEnd
+		s.mu.Unlock()
+		if onEnd != nil {
+			onEnd(id, e.res)
+		}
 		// The reader ends once the program's side of the terminal is
 		// closed everywhere; a process that outlived the program (only
 		// possible without a sandbox, where no PID namespace ends with it)
@@ -263,13 +301,13 @@ func (s *Set) Start(o StartOptions) (*Terminal, error) {
 		t.wake()
 		t.mu.Unlock()
 		cancel()
+		// Closing the terminal ends a read a stray process kept waiting;
+		// closing the screen ends its rendering (within a slice) and its
+		// replies.
 		master.Close()
-		// The reader is the emulator's only writer: close the emulator
-		// once it is done (a read blocked on a terminal a stray process
-		// still holds is left to end with that process).
+		t.scr.close()
 		select {
 		case <-readerDone:
-			_ = t.emu.Close()
 		case <-time.After(2 * time.Second):
 		}
 		close(t.done)
@@ -277,15 +315,16 @@ func (s *Set) Start(o StartOptions) (*Terminal, error) {
 	return t, nil
 }
 
-// readOutput copies the program's output into the emulator and the
-// plain-text buffer until the pseudo-terminal reports its end.
+// readOutput copies the program's output into the screen and the
+// plain-text buffer until the pseudo-terminal reports its end or is
+// closed.
 func (t *Terminal) readOutput(done chan<- struct{}) {
 	defer close(done)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := t.master.Read(buf)
 		if n > 0 {
-			_, _ = t.emu.Write(buf[:n])
+			t.scr.write(buf[:n])
 			t.mu.Lock()
 			t.feed(buf[:n])
 			t.lastOut = time.Now()
@@ -337,6 +376,12 @@ type ReadResult struct {
 	// CursorRow and CursorCol (screen view, from 0) place the cursor.
 	CursorRow *int `json:"cursor_row,omitempty"`
 	CursorCol *int `json:"cursor_col,omitempty"`
+	// ScreenDegraded (screen view) says output was not rendered: the
+	// terminal went over its budget of the server's time (Limits); the
+	// screen may be incomplete, the output view is not. Unrendered counts
+	// those bytes.
+	ScreenDegraded bool  `json:"screen_degraded,omitempty"`
+	Unrendered     int64 `json:"unrendered_bytes,omitempty"`
 }
 
 // Read waits up to wait for output to arrive and then pause (or for the
@@ -399,25 +444,12 @@ func (s *Set) Read(ctx context.Context, id string, wait time.Duration, view stri
 	}
 	t.mu.Unlock()
 	if view == "screen" {
-		r.Text = screenText(t.emu.String())
-		pos := t.emu.CursorPosition()
-		row, col := pos.Y, pos.X
+		var row, col int
+		r.Text, row, col, r.Unrendered = t.scr.snapshot()
 		r.CursorRow, r.CursorCol = &row, &col
+		r.ScreenDegraded = r.Unrendered > 0
 	}
 	return r, nil
-}
-
-// screenText trims each rendered row's trailing blanks and the blank rows
-// at the bottom, keeping row numbers (a row's index is its line).
-func screenText(s string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimRight(l, " ")
-	}
-	for len(lines) > 0 && lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // Send writes text, then each key, to the terminal.
@@ -445,7 +477,15 @@ func (s *Set) Send(id, text string, keys []string) error {
 	if exited {
 		return errors.New("the terminal's program has ended")
 	}
-	if _, err := io.WriteString(t.master, b.String()); err != nil {
+	t.sendMu.Lock()
+	defer t.sendMu.Unlock()
+	_ = t.master.SetWriteDeadline(time.Now().Add(sendWait))
+	n, err := io.WriteString(t.master, b.String())
+	_ = t.master.SetWriteDeadline(time.Time{})
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("the program did not take its input within %s (it is not reading): %d of %d bytes sent", sendWait, n, b.Len())
+	}
+	if err != nil {
 		return fmt.Errorf("write to the terminal: %w", err)
 	}
 	return nil
@@ -470,9 +510,11 @@ func (s *Set) Close(id string) (*ReadResult, error) {
 }
 
 // end kills the terminal's tree (the launcher kills its sandbox's PID
-// namespace) and waits, bounded, for it to be gone.
+// namespace), stops its rendering at once and waits, bounded, for it to
+// be gone.
 func (t *Terminal) end() {
 	t.cancel()
+	t.scr.close()
 	select {
 	case <-t.done:
 	case <-time.After(10 * time.Second):
@@ -564,4 +606,27 @@ func (s *Set) reap() {
 			_, _ = s.Close(id)
 		}
 	}
+}
+
+// pollable turns the pseudo-terminal's side the server holds into a
+// non-blocking descriptor in the runtime's poller (pty.Open leaves it
+// blocking): a read then ends when the descriptor is closed, writes can
+// have a deadline, and the emulator's replies can be tried without
+// waiting (screen.answer). It takes f.
+func pollable(f *os.File) (*os.File, error) {
+	defer f.Close()
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("duplicate the pseudo-terminal: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("make the pseudo-terminal non-blocking: %w", err)
+	}
+	nf := os.NewFile(uintptr(fd), "ptmx")
+	if err := nf.SetDeadline(time.Time{}); err != nil {
+		nf.Close()
+		return nil, fmt.Errorf("poll the pseudo-terminal: %w", err)
+	}
+	return nf, nil
 }

@@ -4,13 +4,15 @@ package terminal
 
 import (
 	"context"
+	"fmt"
 	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/internal/sandboxtest"
 )
 
 // TestMain lets this test binary stand in for evener-mcp's hidden helpers
@@ -24,38 +26,15 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// newSet is a terminal set over a real sandbox of mode, in a fresh
-// worktree under /var/tmp (readable by whoever runs the tests).
+// newSet is a terminal set over a real sandbox of mode, on a fresh
+// sandboxtest host.
 func newSet(t *testing.T, mode confine.Mode, lim Limits) (*Set, string) {
 	t.Helper()
-	h := confine.Probe(confine.ProbeFull, os.Environ())
-	if mode != confine.ModeOff && h.Unusable() != "" {
-		t.Skipf("no sandbox here: %s", h.Unusable())
-	}
-	dir, err := os.MkdirTemp("/var/tmp", "evener-term-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	dir, _ = filepath.EvalSymlinks(dir)
-	work, home, scratch := filepath.Join(dir, "work"), filepath.Join(dir, "home"), filepath.Join(dir, "scratch")
-	for _, d := range []string{work, home, scratch} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p, err := confine.Resolve(confine.Spec{Mode: mode, ModeExplicit: true, Network: confine.NetworkOff, Workdir: work,
-		Env: []string{"HOME=" + home, "PATH=/usr/bin:/bin"}, ScratchRoot: scratch}, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := confine.NewLauncher(p, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := sandboxtest.NewHost(t)
+	l := sandboxtest.Launcher(t, sandboxtest.Resolve(t, h.Spec(mode), sandboxtest.Live(t, mode)))
 	s := NewSet(l, lim)
-	t.Cleanup(func() { s.CloseAll(); l.Close() })
-	return s, work
+	t.Cleanup(s.CloseAll)
+	return s, h.Work
 }
 
 // readUntil reads the output view until want appears (bounded).
@@ -160,18 +139,21 @@ func TestScreen(t *testing.T) {
 // background child included; the limit on open terminals holds.
 func TestCloseLeavesNothing(t *testing.T) {
 	s, _ := newSet(t, confine.ModeWorkspaceWrite, Limits{Max: 1})
-	term, err := s.Start(StartOptions{Command: "sleep 1001 & sleep 1002"})
+	a, b := mark("sleep 1001"), mark("sleep 1002")
+	term, err := s.Start(StartOptions{Command: a + " & " + b})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Start(StartOptions{}); err == nil || !strings.Contains(err.Error(), "max_terminals") {
 		t.Fatalf("a second terminal past the limit: %v", err)
 	}
-	waitProcs(t, "sleep 100", true)
+	waitProcs(t, a, true)
+	waitProcs(t, b, true)
 	if _, err := s.Close(term.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitProcs(t, "sleep 100", false)
+	waitProcs(t, a, false)
+	waitProcs(t, b, false)
 	if len(s.List()) != 0 {
 		t.Errorf("still listed: %+v", s.List())
 	}
@@ -180,7 +162,8 @@ func TestCloseLeavesNothing(t *testing.T) {
 // TestIdleClose: a terminal nobody uses is closed after the idle limit.
 func TestIdleClose(t *testing.T) {
 	s, _ := newSet(t, confine.ModeWorkspaceWrite, Limits{Idle: 300 * time.Millisecond})
-	if _, err := s.Start(StartOptions{Command: "sleep 1003"}); err != nil {
+	idle := mark("sleep 1003")
+	if _, err := s.Start(StartOptions{Command: idle}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -190,11 +173,17 @@ func TestIdleClose(t *testing.T) {
 	if len(s.List()) != 0 {
 		t.Fatal("an idle terminal was not closed")
 	}
-	waitProcs(t, "sleep 1003", false)
+	waitProcs(t, idle, false)
 }
 
-// waitProcs waits (bounded) until a process whose command line contains
-// marker exists (want) or none does.
+// mark makes a sleep command this test process alone runs: its duration
+// ends in the test's pid (other test processes run on the machine).
+func mark(sleep string) string {
+	return fmt.Sprintf("%s.%d", sleep, os.Getpid())
+}
+
+// waitProcs waits (bounded) until a process whose command line is exactly
+// marker's words, or starts with them, exists (want) or none does.
 func waitProcs(t *testing.T, marker string, want bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -203,7 +192,7 @@ func waitProcs(t *testing.T, marker string, want bool) {
 		ents, _ := os.ReadDir("/proc")
 		for _, e := range ents {
 			b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-			if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), marker) {
+			if err == nil && strings.HasPrefix(strings.ReplaceAll(string(b), "\x00", " "), marker+" ") {
 				found = true
 				break
 			}
@@ -223,7 +212,8 @@ func waitProcs(t *testing.T, marker string, want bool) {
 // reported ended all the same, and its process group is ended with it.
 func TestModeOffTerminal(t *testing.T) {
 	s, _ := newSet(t, confine.ModeOff, Limits{})
-	term, err := s.Start(StartOptions{Command: `(trap "" HUP; exec sleep 1044) & echo started-$((40+2))`})
+	stray := mark("sleep 1044")
+	term, err := s.Start(StartOptions{Command: `(trap "" HUP; exec ` + stray + `) & echo started-$((40+2))`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,5 +234,157 @@ func TestModeOffTerminal(t *testing.T) {
 			t.Fatal("the terminal never reported its program's end")
 		}
 	}
-	waitProcs(t, "sleep 1044", false)
+	waitProcs(t, stray, false)
+}
+
+// cpuSelf is this process's CPU time so far (user and system).
+func cpuSelf(t *testing.T) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	// utime and stime are fields 14 and 15, in clock ticks (100 a second).
+	ut, _ := strconv.Atoi(f[11])
+	st, _ := strconv.Atoi(f[12])
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// screenWithin reads the screen view and fails unless it answers within
+// limit.
+func screenWithin(t *testing.T, s *Set, id string, wait, limit time.Duration) *ReadResult {
+	t.Helper()
+	type answer struct {
+		r   *ReadResult
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		r, err := s.Read(context.Background(), id, wait, "screen")
+		ch <- answer{r, err}
+	}()
+	select {
+	case a := <-ch:
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		return a.r
+	case <-time.After(limit):
+		t.Fatalf("the screen view did not answer within %s (wait %s)", limit, wait)
+		return nil
+	}
+}
+
+// idleAfterClose closes the terminal and fails if this process (the
+// server, here) then uses more than 0.1 s of CPU a second.
+func idleAfterClose(t *testing.T, s *Set, id string) {
+	t.Helper()
+	if _, err := s.Close(id); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	before := cpuSelf(t)
+	time.Sleep(3 * time.Second)
+	used := cpuSelf(t) - before
+	t.Logf("after terminal_close the server used %s of CPU in 3 s", used)
+	if used > 300*time.Millisecond {
+		t.Errorf("after terminal_close the server used %s of CPU in 3 s", used)
+	}
+}
+
+// TestREPBomb: fourteen bytes asking the emulator to repeat a character
+// 2^31 times render as a screenful at once; the screen view answers
+// within its wait, and closing the terminal leaves the server idle.
+func TestREPBomb(t *testing.T) {
+	s, _ := newSet(t, confine.ModeWorkspaceWrite, Limits{})
+	term, err := s.Start(StartOptions{Command: `printf 'A\033[2147483646b'; exec ` + mark("sleep 1051"), Cols: 80, Rows: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r *ReadResult
+	for i := 0; i < 10; i++ {
+		r = screenWithin(t, s, term.ID, time.Second, 15*time.Second)
+		if strings.Count(r.Text, "A") >= 80*23 {
+			break
+		}
+	}
+	if strings.Count(r.Text, "A") < 80*23 {
+		t.Errorf("the screen does not show the repeats:\n%s", r.Text)
+	}
+	idleAfterClose(t, s, term.ID)
+}
+
+// TestRepliesNeverBlock: a program in raw mode that asks for the device
+// attributes 200,000 times and never reads the answers: the screen view
+// still answers within its wait, and closing the terminal leaves the
+// server idle.
+func TestRepliesNeverBlock(t *testing.T) {
+	s, _ := newSet(t, confine.ModeWorkspaceWrite, Limits{})
+	term, err := s.Start(StartOptions{Command: `stty raw -echo; yes $'\033[c' | tr -d '\n' | head -c 600000; echo; echo asked-$((6*7)); exec ` + mark("sleep 1052")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readUntil(t, s, term.ID, "asked-42")
+	r := screenWithin(t, s, term.ID, time.Second, 15*time.Second)
+	if !strings.Contains(r.Text, "asked-42") {
+		t.Errorf("the screen does not show the program's last line:\n%s", r.Text)
+	}
+	idleAfterClose(t, s, term.ID)
+}
+
+// TestScreenBudget: a terminal whose output costs the emulator more than
+// its budget: the screen view says it is degraded and how much it did not
+// render; the output view has everything, to the last line.
+func TestScreenBudget(t *testing.T) {
+	s, _ := newSet(t, confine.ModeWorkspaceWrite, Limits{ScreenBurst: 20 * time.Millisecond, ScreenRate: time.Millisecond})
+	term, err := s.Start(StartOptions{Command: `yes | head -c 4000000; echo flooded-$((6*7)); exec ` + mark("sleep 1053"), Cols: 200, Rows: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readUntil(t, s, term.ID, "flooded-42")
+	r := screenWithin(t, s, term.ID, 0, 15*time.Second)
+	if !r.ScreenDegraded || r.Unrendered <= 0 {
+		t.Errorf("the screen view does not say it is degraded: %+v", r)
+	}
+	// Another terminal has its own budget.
+	other, err := s.Start(StartOptions{Command: `printf 'fine-%d' 42; exec ` + mark("sleep 1054")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readUntil(t, s, other.ID, "fine-42")
+	if r := screenWithin(t, s, other.ID, 0, 15*time.Second); r.ScreenDegraded || !strings.Contains(r.Text, "fine-42") {
+		t.Errorf("another terminal's screen: %+v", r)
+	}
+}
+
+// TestSendNotReading: typing into a program that never reads its input
+// fails within a bound instead of hanging the call.
+func TestSendNotReading(t *testing.T) {
+	sendWait = time.Second
+	t.Cleanup(func() { sendWait = 10 * time.Second })
+	s, _ := newSet(t, confine.ModeWorkspaceWrite, Limits{})
+	term, err := s.Start(StartOptions{Command: `stty raw -echo; echo ready-$((6*7)); exec ` + mark("sleep 1055")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readUntil(t, s, term.ID, "ready-42")
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < 8; i++ {
+			if err := s.Send(term.ID, strings.Repeat("x", MaxSendBytes), nil); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not reading") {
+			t.Errorf("sending 512 KiB to a program that does not read: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("terminal_send hangs on a program that does not read")
+	}
 }

@@ -17,7 +17,7 @@ import (
 // in use by one of the search's goroutines is never evicted.
 type dirFS struct {
 	root  *confine.Dir
-	mu    sync.Mutex // the search engines walk and read from several goroutines
+	mu    sync.Mutex // guards cache and each entry's refs: the search engines walk and read from several goroutines
 	cache map[string]*cachedDir
 }
 

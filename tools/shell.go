@@ -24,16 +24,13 @@ type shellArgs struct {
 
 // ShellResult is shell's structured result.
 type ShellResult struct {
-	ExitCode   int         `json:"exit_code"`
-	Output     string      `json:"output"`
-	TimedOut   bool        `json:"timed_out"`
-	Truncated  bool        `json:"truncated"`
-	DurationMS int64       `json:"duration_ms"`
-	Violations []Violation `json:"violations"`
+	ExitCode   int                 `json:"exit_code"`
+	Output     string              `json:"output"`
+	TimedOut   bool                `json:"timed_out"`
+	Truncated  bool                `json:"truncated"`
+	DurationMS int64               `json:"duration_ms"`
+	Violations []session.Violation `json:"violations"`
 }
-
-// Violation is one refusal attributed to a call (session.Violation).
-type Violation = session.Violation
 
 const shellSchema = `{
   "type": "object",
@@ -105,20 +102,25 @@ func Shell(d Deps) Tool {
 		// sequence of the command's reaches it (README, "The tools").
 		text = termsafe.Clean(text)
 		kernel := attribute(text, d.Policy.Workdir())
-		var net []Violation
+		var net []session.Violation
 		if d.NetViolations != nil {
 			net = d.NetViolations(started, time.Now())
 		}
 		// Repositories the git sweep set aside after the command (README,
-		// "Git"): the model learns why its repository is gone.
+		// "Git"), and protected paths the command changed in git that were
+		// set back (README, "Protected paths and runner state"): the model
+		// learns why its repository or commit is gone.
 		var gitNotes strings.Builder
-		var setAside []Violation
-		for _, q := range res.Quarantined {
-			target, _, _ := strings.Cut(q, ":")
-			setAside = append(setAside, Violation{Action: session.ActionGitSetAside, Target: target, Raw: clip(q, 300)})
-			gitNotes.WriteString("\n[git: " + q + "]")
+		setAside := session.GitViolations(res)
+		for i, v := range setAside {
+			if v.Action == session.ActionGitSetAside || v.Target == "" {
+				gitNotes.WriteString("\n[git: " + v.Raw + "]")
+			} else {
+				gitNotes.WriteString("\n[git: protected " + v.Target + ": " + v.Raw + "]")
+			}
+			setAside[i].Raw = clip(v.Raw, 300)
 		}
-		viol := append(append(append([]Violation{}, kernel...), net...), setAside...)
+		viol := append(append(append([]session.Violation{}, kernel...), net...), setAside...)
 		if d.Audit != nil {
 			// The session's violations (README, "Violations"); the egress
 			// refusals are there already, recorded as the proxies refused
@@ -272,8 +274,8 @@ var refusals = []struct{ phrase, action string }{
 // line ending in one of the kernel's refusal messages names its target just
 // before it ("cat: /x: Permission denied", "mv: cannot move '.git' to '.g':
 // Device or resource busy").
-func attribute(output, workdir string) []Violation {
-	out := []Violation{}
+func attribute(output, workdir string) []session.Violation {
+	out := []session.Violation{}
 	seen := map[string]bool{}
 	for _, line := range strings.Split(output, "\n") {
 		line = strings.TrimSpace(line)
@@ -304,7 +306,7 @@ func attribute(output, workdir string) []Violation {
 			if len(raw) > 300 {
 				raw = raw[:300]
 			}
-			out = append(out, Violation{Action: r.action, Target: target, Raw: raw})
+			out = append(out, session.Violation{Action: r.action, Target: target, Raw: raw})
 			if len(out) >= 50 {
 				return out
 			}

@@ -164,7 +164,9 @@ const terminalReadOutputSchema = `{
     "exit_code": {"type": "integer"},
     "dropped_bytes": {"type": "integer"},
     "cursor_row": {"type": "integer"},
-    "cursor_col": {"type": "integer"}
+    "cursor_col": {"type": "integer"},
+    "screen_degraded": {"type": "boolean", "description": "Screen view: some output was not rendered (the terminal went over its share of the server's CPU); the screen may be incomplete, the output view is not."},
+    "unrendered_bytes": {"type": "integer"}
   },
   "required": ["text", "exited"]
 }`
@@ -191,6 +193,9 @@ func TerminalRead(d Deps) Tool {
 		b.WriteString(r.Text)
 		if r.Dropped > 0 {
 			fmt.Fprintf(&b, "\n[%d earlier bytes dropped: the scrollback bound]", r.Dropped)
+		}
+		if r.ScreenDegraded {
+			fmt.Fprintf(&b, "\n[screen degraded: %d bytes of output were not rendered (this terminal went over its share of the server's CPU); the screen may be incomplete; view=output has all of it]", r.Unrendered)
 		}
 		if r.Exited {
 			fmt.Fprintf(&b, "\n[exited with status %d]", *r.ExitCode)

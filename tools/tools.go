@@ -1,12 +1,15 @@
-// Package tools defines the MCP tools evener-mcp publishes: eight over the
-// worktree and the five memory tools (memory.go). Each tool
-// lives in its own file as a constructor returning a server.ServerTool (the
-// definition and its handler); All is the single registration list.
+// Package tools defines the MCP tools evener-mcp publishes: the file and
+// shell tools over the worktree (one file each), the memory tools
+// (memory.go) and the terminal tools (terminal.go). Each is a constructor
+// returning a Tool (the definition, its handler and its Facts); the
+// constructors list is the single registration list, in publishing order,
+// and All, Catalog and Names read it.
 //
 // # Rules every tool follows
 //
 //   - Files are reached only through confine.FileAccess and processes are
-//     started only through confine.Session: no tool imports os/exec or opens
+//     started only through the session's confine.Launcher (directly, or by
+//     the terminal package's terminals): no tool imports os/exec or opens
 //     a file itself (a test enforces it).
 //   - Failures the model should read are tool results with isError set;
 //     refusals carry a structured denial (tool, mode, path, rule). Go errors
@@ -23,6 +26,7 @@ import (
 
 	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/evener-dev/evener-mcp/memory"
+	"github.com/evener-dev/evener-mcp/session"
 	"github.com/evener-dev/evener-mcp/terminal"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -60,7 +64,7 @@ type Recorder interface {
 	Shell(command string, res confine.Result, violations int)
 	// Violated records violations a tool found itself (README,
 	// "Violations"); egress refusals are recorded as they happen.
-	Violated(tool string, vs []Violation)
+	Violated(tool string, vs []session.Violation)
 }
 
 // Deps is what the tools stand on; one per session.
@@ -81,7 +85,7 @@ type Deps struct {
 	Notify func(ctx context.Context, method string, params map[string]any)
 	// NetViolations returns the egress refusals recorded in [from, to]
 	// (nil when the session has no network bridge).
-	NetViolations func(from, to time.Time) []Violation
+	NetViolations func(from, to time.Time) []session.Violation
 }
 
 // Tool is one tool: its MCP definition and handler, and its facts.

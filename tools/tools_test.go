@@ -11,21 +11,17 @@ import (
 	"testing"
 
 	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/internal/sandboxtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden tool schemas")
 
+// testDeps are Deps over a workspace-write policy on a fresh sandboxtest
+// host (resolved against a fake usable host: nothing is started).
 func testDeps(t *testing.T) Deps {
 	t.Helper()
-	wd := t.TempDir()
-	home := t.TempDir()
-	p, err := confine.Resolve(confine.Spec{Mode: confine.ModeWorkspaceWrite, ModeExplicit: true, Network: confine.NetworkOff,
-		Workdir: wd, Env: []string{"HOME=" + home, "PATH=/usr/bin:/bin"}},
-		confine.HostReport{OS: "linux", Bwrap: "/usr/bin/bwrap", UserNS: true, Seccomp: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return Deps{Policy: p, Bounds: DefaultBounds}
+	h := sandboxtest.NewHost(t)
+	return Deps{Policy: sandboxtest.Resolve(t, h.Spec(confine.ModeWorkspaceWrite), sandboxtest.Usable), Bounds: DefaultBounds}
 }
 
 // TestSchemasGolden snapshots every tool definition (name, description,

@@ -75,6 +75,9 @@ func runExec(args []string) int {
 	for _, q := range res.Quarantined {
 		fmt.Fprintf(os.Stderr, "evener-mcp: git: %s\n", q)
 	}
+	for _, g := range res.GitProtected {
+		fmt.Fprintf(os.Stderr, "evener-mcp: git: protected %s: %s\n", g.Path, g.What)
+	}
 	confine.Phase("ran")
 	if res.TimedOut {
 		fmt.Fprintf(os.Stderr, "evener-mcp: timed out after %s; killed the process tree\n", *timeout)

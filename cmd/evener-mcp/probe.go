@@ -81,7 +81,11 @@ func runProbe(args []string) int {
 		h := pol.Host()
 		fmt.Printf("host:     %s/%s kernel %s\n", h.OS, h.Arch, h.Kernel)
 		fmt.Printf("bwrap:    %s %s (user namespaces: %v%s; overlay: %v)\n", h.Bwrap, h.BwrapVersion, h.UserNS, paren(h.UserNSError), h.Overlay)
-		fmt.Printf("landlock: ABI %d   seccomp: %v   running as root: %v   process limit: %s\n", h.Landlock, h.Seccomp, h.RunAsRoot, h.ProcessLimit)
+		pl := pol.ProcessLimit()
+		if pl == "" {
+			pl = h.ProcessLimit
+		}
+		fmt.Printf("landlock: ABI %d   seccomp: %v   running as root: %v   process limit: %s\n", h.Landlock, h.Seccomp, h.RunAsRoot, pl)
 		fmt.Printf("policy:   %s, network %s, cache %s\n", pol.Mode(), pol.Network(), pol.Cache())
 		fmt.Printf("workdir:  %s\n", pol.Workdir())
 		fmt.Printf("writable: %s\n", strings.Join(pol.WriteRoots(), ", "))

@@ -125,7 +125,7 @@ func splitDir(p string) (dir, base string) {
 func Serialized(fsys FS) FS { return &serialFS{fsys: fsys} }
 
 type serialFS struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // held around every call into fsys
 	fsys FS
 }
 

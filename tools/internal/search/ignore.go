@@ -128,7 +128,7 @@ func trimTrailingSpaces(s string) string {
 // It is safe for concurrent use.
 type Ignorer struct {
 	fsys FS
-	mu   sync.Mutex
+	mu   sync.Mutex // guards dirs (exclude is set once, by NewIgnorer)
 	// dirs maps every loaded directory to the nearest directory at or
 	// above it that has rules (nil: none), so deciding an entry costs one
 	// lookup plus the directories that actually have rules, not its depth.

@@ -22,7 +22,7 @@ import (
 // does).
 type osFS struct {
 	root string
-	mu   sync.Mutex
+	mu   sync.Mutex      // guards dirs
 	dirs map[string]bool // directories verified to be reached without a symlink
 }
 
