@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -13,64 +14,106 @@ import (
 )
 
 // call is the registered handler of one tool: every call of every tool,
-// over either transport, runs through this one function, top to bottom.
+// over either transport and whichever path it took there (the library,
+// or the stdio lane), runs through this one function, top to bottom. It
+// alone checks the arguments against the tool's input schema, turns a
+// panic into an error, and refuses a missing result; the library encodes
+// what it returns (the lane with the library's types).
 func (h *Hub) call(f tools.Facts) mcpserver.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
-		defer func() { countCall(h.o.Metrics, f.Name, res, err) }()
-		// 1. The caller's session, marked busy (it never idles out while
-		// a call runs).
-		s := h.lookup(ctx)
-		if s == nil {
-			return mcp.NewToolResultError(errSessionless.Error()), nil
-		}
-		defer s.begin()()
-		// A violation met during the call is told ahead of its result.
-		defer s.flushViolations(ctx)
-		// 2. Its roots, once, before its first call.
-		s.prepOnce.Do(func() { s.prepErr = h.applyRoots(ctx, s); h.persistRoots(s) })
-		if s.prepErr != nil {
-			return mcp.NewToolResultError(s.prepErr.Error()), nil
-		}
-		t, ok := s.tool(f.Name)
-		if !ok {
-			return mcp.NewToolResultError(fmt.Sprintf("tool %s is not available in this session", f.Name)), nil
-		}
-		// 3. The bound on the session's processes: a call that starts any
-		// (the tool's own, or its hooks') takes a slot, or is refused at
-		// once.
-		if f.Processes || s.hooks.active(f.Name) {
-			release, err := s.ProcessCall()
-			if err != nil {
-				return mcp.NewToolResultError(err.Error()), nil
+		defer func() {
+			if r := recover(); r != nil {
+				res, err = nil, fmt.Errorf("panic recovered in %s tool handler: %v", req.Params.Name, r)
 			}
-			defer release()
+		}()
+		// 0. The arguments against the tool's input schema: a violation
+		// is a tool error the model can read and correct.
+		if err := h.schemas.check(f.Name, rawArguments(req)); err != nil {
+			return mcp.NewToolResultError(err.Error()), nil
 		}
-		// A tool that computes over many files runs with every CPU.
-		if f.Computes {
-			defer h.procs.hold()()
+		res, err = h.pipeline(ctx, f, req)
+		if res == nil && err == nil {
+			err = fmt.Errorf("tool '%s' handler returned no result", req.Params.Name)
 		}
-		started := time.Now()
-		// 4. PreToolUse hooks: a block refuses the call before it runs.
-		hc, blocked := s.hooks.before(ctx, f.Name, req.GetRawArguments())
-		if blocked != nil {
-			s.logCall(ctx, f.Name, time.Since(started), blocked, nil)
-			return blocked, nil
-		}
-		// 5. The tool.
-		res, err = t.Handler(ctx, req)
-		if err != nil {
-			s.logCall(ctx, f.Name, time.Since(started), nil, err)
-			return nil, err
-		}
-		// 6. Approval: an outside-roots denial may ask the human, and
-		// re-runs the one tool with one directory granted.
-		res = h.approve(ctx, s, f, req, res)
-		// 7. PostToolUse hooks: they see the final result, and may
-		// withhold it.
-		res = s.hooks.after(ctx, hc, res)
-		s.logCall(ctx, f.Name, time.Since(started), res, nil)
-		return res, nil
+		return res, err
 	}
+}
+
+// rawArguments is the call's arguments as JSON, nil for none (absent, or
+// null: both read as an empty object).
+func rawArguments(req mcp.CallToolRequest) json.RawMessage {
+	switch a := req.Params.Arguments.(type) {
+	case nil:
+		return nil
+	case json.RawMessage:
+		return a
+	}
+	if len(req.Params.RawArguments) > 0 {
+		return req.Params.RawArguments
+	}
+	b, err := json.Marshal(req.Params.Arguments)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// pipeline is the call, in order.
+func (h *Hub) pipeline(ctx context.Context, f tools.Facts, req mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+	defer func() { countCall(h.o.Metrics, f.Name, res, err) }()
+	// 1. The caller's session, marked busy (it never idles out while
+	// a call runs).
+	s := h.lookup(ctx)
+	if s == nil {
+		return mcp.NewToolResultError(errSessionless.Error()), nil
+	}
+	defer s.begin()()
+	// A violation met during the call is told ahead of its result.
+	defer s.flushViolations(ctx)
+	// 2. Its roots, once, before its first call.
+	s.prepOnce.Do(func() { s.prepErr = h.applyRoots(ctx, s); h.persistRoots(s) })
+	if s.prepErr != nil {
+		return mcp.NewToolResultError(s.prepErr.Error()), nil
+	}
+	t, ok := s.tool(f.Name)
+	if !ok {
+		return mcp.NewToolResultError(fmt.Sprintf("tool %s is not available in this session", f.Name)), nil
+	}
+	// 3. The bound on the session's processes: a call that starts any
+	// (the tool's own, or its hooks') takes a slot, or is refused at
+	// once.
+	if f.Processes || s.hooks.active(f.Name) {
+		release, err := s.ProcessCall()
+		if err != nil {
+			return mcp.NewToolResultError(err.Error()), nil
+		}
+		defer release()
+	}
+	// A tool that computes over many files runs with every CPU.
+	if f.Computes {
+		defer h.procs.hold()()
+	}
+	started := time.Now()
+	// 4. PreToolUse hooks: a block refuses the call before it runs.
+	hc, blocked := s.hooks.before(ctx, f.Name, req.GetRawArguments())
+	if blocked != nil {
+		s.logCall(ctx, f.Name, time.Since(started), blocked, nil)
+		return blocked, nil
+	}
+	// 5. The tool.
+	res, err = t.Handler(ctx, req)
+	if err != nil {
+		s.logCall(ctx, f.Name, time.Since(started), nil, err)
+		return nil, err
+	}
+	// 6. Approval: an outside-roots denial may ask the human, and
+	// re-runs the one tool with one directory granted.
+	res = h.approve(ctx, s, f, req, res)
+	// 7. PostToolUse hooks: they see the final result, and may
+	// withhold it.
+	res = s.hooks.after(ctx, hc, res)
+	s.logCall(ctx, f.Name, time.Since(started), res, nil)
+	return res, nil
 }
 
 // approve asks the human, through elicitation, to allow one call of a tool
@@ -90,7 +133,7 @@ func (h *Hub) approve(ctx context.Context, s *Session, f tools.Facts, req mcp.Ca
 	if !ok || den.Rule != confine.RuleOutside {
 		return res
 	}
-	if clientCaps(ctx).Elicitation == nil {
+	if h.t.caps(ctx).Elicitation == nil {
 		return res
 	}
 	// Approval fatigue: one question at a time per session, and none for a
@@ -125,7 +168,7 @@ func (h *Hub) approve(ctx context.Context, s *Session, f tools.Facts, req mcp.Ca
 	defer grant.Close()
 	actx, cancel := context.WithTimeout(ctx, approvalTimeout)
 	defer cancel()
-	answer, err := h.srv.RequestElicitation(actx, mcp.ElicitationRequest{
+	answer, err := h.t.elicit(actx, mcp.ElicitationRequest{
 		Request: mcp.Request{Method: string(mcp.MethodElicitationCreate)},
 		Params: mcp.ElicitationParams{
 			// The path is the model's text: quoted, so a name holding a

@@ -52,7 +52,7 @@ func (g *gatewayHub) register(ts []mcp.Tool) {
 			g.pending = append(g.pending, t)
 			continue
 		}
-		g.h.srv.AddTool(t, g.h.call(gatewayFacts(t.Name)))
+		g.h.addTool(t, gatewayFacts(t.Name))
 	}
 }
 
@@ -69,7 +69,7 @@ func (g *gatewayHub) ready() {
 	defer g.mu.Unlock()
 	g.srvReady = true
 	for _, t := range g.pending {
-		g.h.srv.AddTool(t, g.h.call(gatewayFacts(t.Name)))
+		g.h.addTool(t, gatewayFacts(t.Name))
 	}
 	g.pending = nil
 }
@@ -78,16 +78,6 @@ func (g *gatewayHub) ready() {
 // server runs already), changes no file we know of, never asks for
 // approval, needs no file layer.
 func gatewayFacts(name string) tools.Facts { return tools.Facts{Name: name} }
-
-// announceGateway names, once at start of an HTTP server, every configured
-// server and the network it has: host is the one spawn that keeps the
-// host's network.
-func (h *Hub) announceGateway() {
-	if len(h.o.Config.MCPServers) == 0 || h.stdio {
-		return // a stdio server's startup line names them, and stays first
-	}
-	h.o.logger().Info("MCP servers behind evener-mcp: " + gatewayLine(h.o.Config.MCPServers))
-}
 
 func gatewayLine(servers []config.MCPServer) string {
 	var parts []string
@@ -101,39 +91,20 @@ func gatewayLine(servers []config.MCPServer) string {
 	return strings.Join(parts, ", ")
 }
 
-// StartupLine is the session's startup line, naming the MCP servers behind
-// it and the network each has (host: the one spawn that keeps the host's).
-func (s *Session) StartupLine() string {
+// startupLine is the stdio server's startup line: the sandbox session's,
+// naming the MCP servers behind it and the network each has (host: the one
+// spawn that keeps the host's).
+func (s *Session) startupLine() string {
 	line := s.Session.StartupLine()
-	if len(s.o.Config.MCPServers) > 0 {
-		line += "; MCP servers: " + gatewayLine(s.o.Config.MCPServers)
+	if len(s.h.o.Config.MCPServers) > 0 {
+		line += "; MCP servers: " + gatewayLine(s.h.o.Config.MCPServers)
 	}
 	return line
-}
-
-// splitGatewayTools separates the gateway names (NAME__TOOL) from a list of
-// tool names.
-func splitGatewayTools(names []string) (own, gw []string) {
-	if names == nil {
-		return nil, nil
-	}
-	own = []string{}
-	for _, n := range names {
-		if strings.Contains(n, gateway.Sep) {
-			gw = append(gw, n)
-		} else {
-			own = append(own, n)
-		}
-	}
-	return own, gw
 }
 
 // sessionGateway is one session's instances.
 type sessionGateway struct {
 	servers []*gateway.Server
-	// allowed says whether a published name is within the session's tool
-	// filter (--tools, the client's narrowing).
-	allowed func(name string) bool
 	ready   chan struct{}
 	// listed is set once the client asked for the session's tools: a
 	// change before that needs no notification (nor may one precede the
@@ -141,44 +112,24 @@ type sessionGateway struct {
 	listed atomic.Bool
 }
 
-// newGatewayScope returns the filter of the gateway tools for the server's
-// --tools and the client's asked tools, and the asked tools that are ours.
-func newGatewayScope(published, asked []string) (allowed func(string) bool, ownAsked []string, err error) {
-	ownAsked, gwAsked := splitGatewayTools(asked)
-	_, pubGW := splitGatewayTools(published)
-	for _, n := range gwAsked {
-		if published != nil && !slices.Contains(pubGW, n) {
-			return nil, nil, fmt.Errorf("tool %q is not available on this server (--tools)", n)
-		}
-	}
-	return func(name string) bool {
-		if published != nil && !slices.Contains(pubGW, name) {
-			return false
-		}
-		return asked == nil || slices.Contains(gwAsked, name)
-	}, ownAsked, nil
-}
-
 // startGateway starts the session's instances and returns the preamble's
 // lines about them.
 func (s *Session) startGateway() string {
-	if len(s.o.Config.MCPServers) == 0 || s.gw == nil {
+	if len(s.h.o.Config.MCPServers) == 0 || s.gw == nil {
 		return ""
 	}
 	grants := s.Launcher.Policy().HookGrants()
 	var wg sync.WaitGroup
-	for _, e := range s.o.Config.MCPServers {
+	for _, e := range s.h.o.Config.MCPServers {
 		for _, g := range grants {
 			if g.Refused != "" && slices.Contains(e.Grants, g.Command) && s.Launcher.Policy().Mode() != confine.ModeOff {
-				s.o.warnOnce("mcp_servers.%s: grant %s refused: %s (%s)", e.Name, g.Command, g.Refused, g.Detail)
+				s.h.warnOnce("mcp_servers.%s: grant %s refused: %s (%s)", e.Name, g.Command, g.Refused, g.Detail)
 			}
 		}
 		srv := gateway.Start(gateway.Entry{Name: e.Name, Command: e.Command, Args: e.Args, Env: e.Env, Network: e.Network, Tools: e.Tools},
-			s.Launcher, s.o.logger().With("session", s.ID), s.gatewayChanged,
+			s.Launcher, s.h.o.logger().With("session", s.ID), s.gatewayChanged,
 			func(ctx context.Context, params map[string]any) {
-				if s.o.notify != nil {
-					s.o.notify(ctx, "notifications/progress", params)
-				}
+				s.notifyCall(ctx, "notifications/progress", params)
 			})
 		s.gw.servers = append(s.gw.servers, srv)
 		wg.Add(1)
@@ -191,7 +142,7 @@ func (s *Session) startGateway() string {
 		wg.Wait()
 		close(s.gw.ready)
 	}()
-	return "- MCP servers behind this one, each in this sandbox, their tools named SERVER__TOOL: " + gatewayLine(s.o.Config.MCPServers) + ".\n"
+	return "- MCP servers behind this one, each in this sandbox, their tools named SERVER__TOOL: " + gatewayLine(s.h.o.Config.MCPServers) + ".\n"
 }
 
 // gatewayStatus names the session's MCP servers that are unavailable now
@@ -239,19 +190,11 @@ func (s *Session) gatewayChanged() {
 	}
 	added := s.addGateway(s.handlers, s.defs)
 	s.mu.Unlock()
-	if s.o.gw != nil {
-		s.o.gw.register(added)
-	}
+	s.h.gw.register(added)
 	if !s.gw.listed.Load() {
 		return
 	}
-	params := map[string]any{}
-	switch {
-	case s.o.stdio && s.o.notify != nil:
-		s.o.notify(context.Background(), string(mcp.MethodNotificationToolsListChanged), params)
-	case s.o.sendTo != nil && s.mcpID != "":
-		s.o.sendTo(s.mcpID, string(mcp.MethodNotificationToolsListChanged), params)
-	}
+	s.notifyClient(string(mcp.MethodNotificationToolsListChanged), map[string]any{})
 }
 
 // addGateway adds the session's gateway tools to hs and defs and returns
@@ -260,17 +203,30 @@ func (s *Session) addGateway(hs map[string]tools.Tool, defs map[string]mcp.Tool)
 	if s.gw == nil {
 		return nil
 	}
-	var out []mcp.Tool
+	type listed struct {
+		srv *gateway.Server
+		def mcp.Tool
+	}
+	all := map[string]listed{}
+	var names []string
 	for _, srv := range s.gw.servers {
 		for _, t := range srv.Tools() {
-			if !s.gw.allowed(t.Name) {
-				continue
-			}
-			own := strings.TrimPrefix(t.Name, srv.Name()+gateway.Sep)
-			hs[t.Name] = tools.Tool{ServerTool: mcpserver.ServerTool{Tool: t, Handler: s.gatewayHandler(srv, t.Name, own)}, Facts: gatewayFacts(t.Name)}
-			defs[t.Name] = t
-			out = append(out, t)
+			all[t.Name] = listed{srv, t}
+			names = append(names, t.Name)
 		}
+	}
+	published, _ := s.scope.publish(names)
+	var out []mcp.Tool
+	for _, name := range published {
+		l, ok := all[name]
+		if !ok {
+			continue // one of ours
+		}
+		srv, t := l.srv, l.def
+		own := strings.TrimPrefix(t.Name, srv.Name()+gateway.Sep)
+		hs[t.Name] = tools.Tool{ServerTool: mcpserver.ServerTool{Tool: t, Handler: s.gatewayHandler(srv, t.Name, own)}, Facts: gatewayFacts(t.Name)}
+		defs[t.Name] = t
+		out = append(out, t)
 	}
 	return out
 }

@@ -20,7 +20,6 @@ import (
 // the session's sandbox (package hooks has the protocol).
 type sessionHooks struct {
 	s *Session
-	o Options
 	r *hooks.Runner
 	// err is set when the configured hooks could not be loaded: every
 	// tool call is then refused rather than run unchecked.
@@ -30,12 +29,12 @@ type sessionHooks struct {
 // HookRule is the rule of a denial a hook caused.
 const HookRule = "hook"
 
-func newSessionHooks(o Options, s *Session) *sessionHooks {
-	h := &sessionHooks{s: s, o: o}
+func newSessionHooks(s *Session) *sessionHooks {
+	h := &sessionHooks{s: s}
 	var hs []hooks.Hook
-	if o.Config != nil {
+	if cfg := s.h.o.Config; cfg != nil {
 		for _, ev := range config.HookEvents {
-			for _, c := range o.Config.Hooks[ev] {
+			for _, c := range cfg.Hooks[ev] {
 				hs = append(hs, hooks.Hook{Event: ev, Matcher: c.Matcher, Command: c.Command, Timeout: msDuration(c.TimeoutMs)})
 			}
 		}
@@ -63,7 +62,7 @@ func (h *sessionHooks) start(ctx context.Context) (warning, context string) {
 	}
 	for _, g := range h.s.Launcher.Policy().HookGrants() {
 		if g.Refused != "" && h.s.Launcher.Policy().Mode() != confine.ModeOff {
-			h.o.warnOnce("hooks: %s is not run under the sandbox: %s (%s); the hook fails each time it is due", g.Command, g.Refused, g.Detail)
+			h.s.h.warnOnce("hooks: %s is not run under the sandbox: %s (%s); the hook fails each time it is due", g.Command, g.Refused, g.Detail)
 		}
 	}
 	out := h.r.Run(ctx, hooks.SessionStart, hooks.Call{})

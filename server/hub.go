@@ -39,56 +39,50 @@ const approvalTimeout = 10 * time.Minute
 const quietAfterDecline = 5 * time.Minute
 
 // Hub is the MCP server of one process: tools registered once, every call
-// dispatched to the sandbox session of the MCP session it arrived on.
+// dispatched to the sandbox session of the client it arrived from. It
+// knows no transport: what differs between stdio and HTTP is behind t.
 type Hub struct {
-	o        Options
-	srv      *mcpserver.MCPServer
-	stdio    bool
-	maxSess  int
-	mu       sync.Mutex
-	sessions map[string]*Session // by MCP session id (HTTP)
-	// refused are MCP session ids whose initialize was refused: the
-	// transport registers a session for every initialize, so the server
-	// ends them on its next sweep.
-	refused []string
-	single  *Session // the one session of a stdio server
-	closed  bool
-	// stdout is a stdio server's output, where a call's notifications are
-	// written before its result (notify.go); nil over HTTP.
-	stdout *syncWriter
-	// streams counts the HTTP sessions' open GET streams (notify.go).
-	streams streams
-	// lane serves the gateway's calls over stdio (lane.go); nil over HTTP.
-	lane *lane
+	o   Options
+	t   transport
+	srv *mcpserver.MCPServer
+	// said is warnOnce's memory: a warning is said once per server.
+	said sync.Map
+	// gw registers the gateway's published names (gateway.go).
+	gw *gatewayHub
+	// schemas check every call's arguments against its tool's input
+	// schema (schema.go).
+	schemas schemas
 	// procs raises GOMAXPROCS while a tool computes (procs.go).
 	procs *procs
 	// persist keeps the sessions' records (serve --persist-sessions,
 	// persist.go); nil without the flag.
 	persist *persistStore
+	// openFiles replaces the file layer's constructor (tests play a build
+	// without one); nil is confine's.
+	openFiles func(*confine.Policy, string, confine.FileAccessOptions) (*confine.FileAccess, error)
+
+	// maxSess bounds the live sessions (0: no bound); set by the
+	// transport before its first session.
+	maxSess int
+	// mu guards sessions, refused and closed.
+	mu sync.Mutex
+	// sessions are the live sessions by the transport's key (the MCP
+	// session id over HTTP); nil while one is being built.
+	sessions map[string]*Session
+	// refused are keys whose initialize was refused: the transport
+	// registers a session for every initialize, so the server ends them
+	// on its next sweep.
+	refused []string
+	closed  bool
 }
 
-// newHub builds the MCP server. With stdio set the hub has exactly one
-// session, created now, so that clients that never send initialize (the
-// sessionless revisions) are served too: over stdio the process is the
-// session.
-func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, error) {
-	o.said = new(sync.Map)
-	h := &Hub{o: o, stdio: stdio, maxSess: maxSessions, sessions: map[string]*Session{}, procs: newProcs(o.ComputeProcs)}
-	h.o.notify = h.notify
-	h.o.gw = &gatewayHub{h: h, registered: map[string]bool{}}
-	h.announceGateway()
-	h.o.stdio = stdio
-	h.o.sendTo = func(id, method string, params map[string]any) {
-		_ = h.srv.SendNotificationToSpecificClient(id, method, params)
-	}
-	instructions := ""
-	if stdio {
-		s, err := h.open(ctx, Narrowing{}, "stdio", "")
-		if err != nil {
-			return nil, err
-		}
-		h.single = s
-		instructions = s.preamble
+// newHub builds the MCP server over transport t.
+func newHub(ctx context.Context, o Options, t transport) (*Hub, error) {
+	h := &Hub{o: o, t: t, sessions: map[string]*Session{}, procs: newProcs(o.ComputeProcs)}
+	h.gw = &gatewayHub{h: h, registered: map[string]bool{}}
+	instructions, err := t.begin(ctx, h)
+	if err != nil {
+		return nil, err
 	}
 	hooks := &mcpserver.Hooks{}
 	hooks.AddOnRequestInitialization(h.onRequest)
@@ -96,17 +90,11 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 		if s := h.lookup(ctx); s != nil && res != nil {
 			res.Instructions = s.preamble + s.gatewayStatus()
 		}
-		// The lane serves clients of the revisions with sessions; one on
-		// the sessionless revision has every call served by the library.
-		if h.lane != nil && res != nil && res.ProtocolVersion < mcp.ProtocolVersion20260728 && h.lane.base != nil {
-			h.lane.on.Store(true)
-		}
+		h.t.initialized(ctx, res)
 	})
 	h.addViolations(hooks)
 	hooks.AddOnUnregisterSession(func(ctx context.Context, cs mcpserver.ClientSession) {
-		if !h.stdio {
-			h.drop(cs.SessionID())
-		}
+		h.t.ended(cs)
 	})
 	h.srv = mcpserver.NewMCPServer("evener-mcp", Version,
 		mcpserver.WithInstructions(instructions),
@@ -115,12 +103,13 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 		mcpserver.WithToolCapabilities(len(o.Config.MCPServers) > 0),
 		// Subscribe: the violations resource changes (violations.go).
 		mcpserver.WithResourceCapabilities(true, false),
-		mcpserver.WithInputSchemaValidation(),
-		// No output-schema validation per call: every result of every tool
-		// is validated against its schema by the strict TypeScript client in
-		// integration/ (README, "Clients tested"); at run time it cost an
-		// encode, a decode and a walk of every result (12% of a read_file).
-		mcpserver.WithRecovery(),
+		// Neither input-schema validation nor panic recovery here: the
+		// call pipeline owns both (call.go), whichever path a call took to
+		// reach it. No output-schema validation per call: every result of
+		// every tool is validated against its schema by the strict
+		// TypeScript client in integration/ (README, "Clients tested"); at
+		// run time it cost an encode, a decode and a walk of every result
+		// (12% of a read_file).
 		mcpserver.WithElicitation(),
 		mcpserver.WithLogging(),
 		mcpserver.WithHooks(hooks),
@@ -134,10 +123,10 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 	// the definition a client lists is its session's (filterTools).
 	for _, t := range tools.All(tools.Deps{Policy: o.Policy, Bounds: o.Bounds}) {
 		if slices.Contains(published, t.Name) {
-			h.srv.AddTool(t.Tool, h.call(t.Facts))
+			h.addTool(t.Tool, t.Facts)
 		}
 	}
-	h.o.gw.ready()
+	h.gw.ready()
 	h.addViolationsResource()
 	h.srv.AddResource(mcp.NewResource(PreambleURI, "sandbox preamble",
 		mcp.WithResourceDescription("What this session's sandbox enforces, as the model is told at start."),
@@ -152,22 +141,37 @@ func newHub(ctx context.Context, o Options, stdio bool, maxSessions int) (*Hub, 
 	return h, nil
 }
 
-// lookup is the sandbox session of the request in ctx, nil when none.
-func (h *Hub) lookup(ctx context.Context) *Session {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.stdio {
-		return h.single
-	}
-	cs := mcpserver.ClientSessionFromContext(ctx)
-	if cs == nil || cs.SessionID() == "" {
-		return nil
-	}
-	return h.sessions[cs.SessionID()]
+// addTool registers one tool on the MCP server with the call pipeline.
+func (h *Hub) addTool(t mcp.Tool, f tools.Facts) {
+	h.schemas.add(t)
+	h.srv.AddTool(t, h.call(f))
 }
 
-// onRequest runs before every request: initialize creates (or, over
-// stdio, narrows) the sandbox session; anything else needs one.
+func (h *Hub) warn(format string, args ...any) { h.o.warn(format, args...) }
+
+// warnOnce is warn, said once per server however many sessions meet it
+// (a refused hook, say, is the same fact for every HTTP session).
+func (h *Hub) warnOnce(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if _, dup := h.said.LoadOrStore(msg, true); dup {
+		return
+	}
+	h.warn("%s", msg)
+}
+
+// lookup is the sandbox session of the request in ctx, nil when none.
+func (h *Hub) lookup(ctx context.Context) *Session {
+	key := h.t.key(ctx)
+	if key == "" {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sessions[key]
+}
+
+// onRequest runs before every request: initialize creates (or narrows)
+// the sandbox session; anything else needs one.
 func (h *Hub) onRequest(ctx context.Context, _ any, message any) error {
 	var raw []byte
 	switch m := message.(type) {
@@ -198,7 +202,7 @@ func (h *Hub) onRequest(ctx context.Context, _ any, message any) error {
 	}
 	switch {
 	case req.Method == string(mcp.MethodInitialize):
-		return h.initialize(ctx, req.Params)
+		return h.t.initialize(ctx, req.Params)
 	case req.Method == string(mcp.MethodSetLogLevel):
 		var p struct {
 			Level string `json:"level"`
@@ -225,117 +229,98 @@ func (h *Hub) onRequest(ctx context.Context, _ any, message any) error {
 	return nil
 }
 
-func (h *Hub) initialize(ctx context.Context, params json.RawMessage) error {
+// parseInitialize reads a client's narrowing from its initialize params;
+// asked is false when it asks for none.
+func parseInitialize(params json.RawMessage) (n Narrowing, asked bool, err error) {
 	var p struct {
 		Capabilities mcp.ClientCapabilities `json:"capabilities"`
 	}
 	if len(params) > 0 {
 		if err := json.Unmarshal(params, &p); err != nil {
-			return fmt.Errorf("initialize: %w", err)
+			return n, false, fmt.Errorf("initialize: %w", err)
 		}
 	}
-	n, asked, err := parseNarrowing(p.Capabilities)
-	if err != nil {
-		if cs := mcpserver.ClientSessionFromContext(ctx); !h.stdio && cs != nil && cs.SessionID() != "" {
-			h.mu.Lock()
-			h.refused = append(h.refused, cs.SessionID())
-			h.mu.Unlock()
-		}
-		return err
-	}
-	if h.stdio {
-		if !asked {
-			return nil
-		}
-		s, err := h.open(ctx, n, "stdio", "")
-		if err != nil {
-			return err
-		}
-		h.mu.Lock()
-		old := h.single
-		h.single = s
-		h.mu.Unlock()
-		old.Close()
-		return nil
-	}
-	cs := mcpserver.ClientSessionFromContext(ctx)
-	if cs == nil || cs.SessionID() == "" {
-		return errSessionless
-	}
-	id := cs.SessionID()
-	if h.resumed(ctx, id) {
-		return nil // the replayed initialize of a resumed session (persist_http.go)
-	}
-	h.mu.Lock()
-	switch {
-	case h.closed:
-		h.refused = append(h.refused, id)
-		h.mu.Unlock()
-		return errors.New("the server is shutting down")
-	case h.sessions[id] != nil:
-		h.mu.Unlock()
-		return errors.New("this MCP session is already initialised")
-	case h.maxSess > 0 && len(h.sessions) >= h.maxSess:
-		h.refused = append(h.refused, id)
-		h.mu.Unlock()
-		return fmt.Errorf("too many sessions (at most %d); end an idle one or raise --max-sessions", h.maxSess)
-	}
-	h.sessions[id] = nil // reserved while the sandbox session is built
-	h.mu.Unlock()
-	s, err := h.open(ctx, n, "http", id)
-	h.mu.Lock()
-	if err != nil || h.closed {
-		delete(h.sessions, id)
-		h.refused = append(h.refused, id)
-		h.mu.Unlock()
-		if err == nil {
-			s.Close() // not under the hub's lock: SessionEnd hooks may take a while
-			err = errors.New("the server is shutting down")
-		}
-		return err
-	}
-	h.sessions[id] = s
-	h.mu.Unlock()
-	h.persistNew(s, n, params)
-	return nil
+	return parseNarrowing(p.Capabilities)
 }
 
-// open creates and starts a sandbox session.
-func (h *Hub) open(ctx context.Context, n Narrowing, transport, mcpID string) (*Session, error) {
-	s, err := NewSession(h.o, n)
+// open builds and starts a session for narrowing n under key; ready runs
+// between the two (newSession).
+func (h *Hub) open(ctx context.Context, n Narrowing, key string, ready func(*Session) error) (*Session, error) {
+	s, err := h.newSession(ctx, sessionSpec{n: n, key: key, ready: ready})
 	if err != nil {
-		h.o.logger().Warn("session refused", "transport", transport, "reason", err.Error())
+		h.o.logger().Warn("session refused", "transport", h.t.name(), "reason", err.Error())
 		return nil, fmt.Errorf("session refused: %w", err)
 	}
-	s.mcpID = mcpID
-	if transport == "stdio" && h.o.Started != nil {
-		// The startup line stays the first line on stderr: before the
-		// session's start-up warnings (hooks, memory) and records.
-		line := s.StartupLine()
-		if n.asked() {
-			line += " (narrowed by the client)"
-		}
-		h.o.Started(line)
-	}
-	if s.Degraded != "" && transport != "stdio" {
-		s.log.Warn(s.Degraded)
-	}
-	s.start(ctx, transport)
-	s.logOpened()
 	h.o.Metrics.SessionOpened()
 	return s, nil
 }
 
-// drop ends the sandbox session of an MCP session (DELETE, idle expiry,
-// shutdown).
-func (h *Hub) drop(id string) {
+// errShuttingDown refuses a session while the server stops.
+var errShuttingDown = errors.New("the server is shutting down")
+
+// reserve holds key for a session about to be built, or says why none may
+// be: the server is stopping, key is taken, or the bound is reached.
+func (h *Hub) reserve(key string) error {
 	h.mu.Lock()
-	s := h.sessions[id]
-	delete(h.sessions, id)
+	defer h.mu.Unlock()
+	switch {
+	case h.closed:
+		h.refused = append(h.refused, key)
+		return errShuttingDown
+	case h.sessions[key] != nil:
+		return errors.New("this MCP session is already initialised")
+	case h.maxSess > 0 && len(h.sessions) >= h.maxSess:
+		h.refused = append(h.refused, key)
+		return fmt.Errorf("too many sessions (at most %d); end an idle one or raise --max-sessions", h.maxSess)
+	}
+	h.sessions[key] = nil // reserved while the sandbox session is built
+	return nil
+}
+
+// admit puts the session built for a reserved key in its place, or, when
+// building it failed or the server began stopping meanwhile, frees the key.
+func (h *Hub) admit(key string, s *Session, err error) error {
+	h.mu.Lock()
+	if err != nil || h.closed {
+		delete(h.sessions, key)
+		h.refused = append(h.refused, key)
+		h.mu.Unlock()
+		if err == nil {
+			s.Close() // not under the hub's lock: SessionEnd hooks may take a while
+			err = errShuttingDown
+		}
+		return err
+	}
+	h.sessions[key] = s
+	h.mu.Unlock()
+	return nil
+}
+
+// replace puts s in key's place and returns the session it replaced.
+func (h *Hub) replace(key string, s *Session) (old *Session) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	old = h.sessions[key]
+	h.sessions[key] = s
+	return old
+}
+
+// refuse records a refused initialize's key (see refused).
+func (h *Hub) refuse(key string) {
+	h.mu.Lock()
+	h.refused = append(h.refused, key)
+	h.mu.Unlock()
+}
+
+// drop ends the session under key (DELETE, idle expiry, shutdown).
+func (h *Hub) drop(key string) {
+	h.mu.Lock()
+	s := h.sessions[key]
+	delete(h.sessions, key)
 	h.mu.Unlock()
 	if s != nil {
 		s.Close()
-		h.persist.forget(id)
+		h.persist.forget(key)
 	}
 }
 
@@ -343,9 +328,6 @@ func (h *Hub) drop(id string) {
 func (h *Hub) Count() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.stdio {
-		return 1
-	}
 	n := 0
 	for _, s := range h.sessions {
 		if s != nil {
@@ -355,7 +337,7 @@ func (h *Hub) Count() int {
 	return n
 }
 
-// idle lists the MCP session ids idle for longer than ttl, each once.
+// idle lists the keys of the sessions idle for longer than ttl, each once.
 func (h *Hub) idle(ttl time.Duration) []string {
 	now := time.Now()
 	h.mu.Lock()
@@ -369,7 +351,7 @@ func (h *Hub) idle(ttl time.Duration) []string {
 	return out
 }
 
-// takeRefused returns (and forgets) the ids of refused initializes.
+// takeRefused returns (and forgets) the keys of refused initializes.
 func (h *Hub) takeRefused() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -388,9 +370,6 @@ func (h *Hub) closeAll() {
 			all = append(all, s)
 		}
 		delete(h.sessions, id)
-	}
-	if h.single != nil {
-		all = append(all, h.single)
 	}
 	h.mu.Unlock()
 	for _, s := range all {
@@ -427,13 +406,6 @@ func (h *Hub) filterTools(ctx context.Context, ts []mcp.Tool) []mcp.Tool {
 	return out
 }
 
-func clientCaps(ctx context.Context) mcp.ClientCapabilities {
-	if cs, ok := mcpserver.ClientSessionFromContext(ctx).(mcpserver.SessionWithClientInfo); ok {
-		return cs.GetClientCapabilities()
-	}
-	return mcp.ClientCapabilities{}
-}
-
 // applyRoots narrows the session's worktree to the client's roots, once,
 // before its first tool call. Roots inside the worktree narrow it to their
 // common ancestor; a root at or above the worktree leaves it as it is;
@@ -441,17 +413,17 @@ func clientCaps(ctx context.Context) mcp.ClientCapabilities {
 // the session refuses to work rather than act outside what the client
 // named.
 func (h *Hub) applyRoots(ctx context.Context, s *Session) error {
-	if clientCaps(ctx).Roots == nil {
+	if h.t.caps(ctx).Roots == nil {
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, rootsTimeout)
 	defer cancel()
-	res, err := h.srv.RequestRoots(rctx, mcp.ListRootsRequest{Request: mcp.Request{Method: string(mcp.MethodListRoots)}})
+	roots, err := h.t.roots(rctx)
 	if err != nil {
 		s.log.Warn("roots/list failed; the worktree stays as the server was started", "error", err.Error())
 		return nil
 	}
-	dir, err := narrowedRoot(s.Policy.Workdir(), res.Roots)
+	dir, err := narrowedRoot(s.Policy.Workdir(), roots)
 	if err != nil {
 		return err
 	}

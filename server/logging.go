@@ -165,11 +165,9 @@ func (s *Session) sendLog(ctx context.Context, r slog.Record, attrs []slog.Attr)
 		data = map[string]any{"message": r.Message}
 	}
 	params := map[string]any{"level": mcpLevel(r.Level), "logger": "evener-mcp", "data": data}
-	if s.o.notify != nil && (s.o.stdio || mcpserver.ClientSessionFromContext(ctx) != nil) {
-		s.o.notify(ctx, string(mcp.MethodNotificationMessage), params)
+	if mcpserver.ClientSessionFromContext(ctx) != nil {
+		s.notifyCall(ctx, string(mcp.MethodNotificationMessage), params)
 		return
 	}
-	if s.o.sendTo != nil && s.mcpID != "" {
-		s.o.sendTo(s.mcpID, string(mcp.MethodNotificationMessage), params)
-	}
+	s.notifyClient(string(mcp.MethodNotificationMessage), params)
 }

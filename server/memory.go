@@ -12,44 +12,25 @@ import (
 // memoryStore is a session's memory (README, "Memory").
 type memoryStore = memory.Store
 
-// openMemory settles which memory tools the session publishes and opens
-// its memory. None without memory (--disable-memory, memory = false, no
-// state directory, a root that cannot be opened); only those that read
-// (memory_view, memory_search) for a session with no tool that changes
-// files (the delegate floor), whatever it asked for. The project scope is
-// the server's worktree's (before any narrowing by a client's roots), so
-// every session of one worktree finds the same memory.
-func (s *Session) openMemory() {
-	isMemory := func(t string) (tools.Facts, bool) {
-		f, ok := tools.FactsOf(t)
-		return f, ok && f.Memory != ""
+// openMemory opens the session's memory when it publishes a memory tool
+// (toolset.go settles which: none without memory, only those that read
+// for a session with no tool that changes files). The project scope is the
+// server's worktree's (before any narrowing by a client's roots), so every
+// session of one worktree finds the same memory. An error means no memory
+// tool can be offered.
+func (s *Session) openMemory() error {
+	if !slices.ContainsFunc(s.Tools, func(t string) bool { f, _ := tools.FactsOf(t); return f.Memory != "" }) {
+		return nil
 	}
-	if !slices.ContainsFunc(s.Tools, func(t string) bool { _, ok := isMemory(t); return ok }) {
-		return
-	}
-	drop := func(all bool) {
-		s.Tools = slices.DeleteFunc(slices.Clone(s.Tools), func(t string) bool {
-			f, ok := isMemory(t)
-			return ok && (all || f.Memory != "read")
-		})
-	}
-	if !s.o.Config.Memory || s.o.Config.StateDir == "" {
-		drop(true)
-		return
-	}
-	if !tools.ChangesFiles(s.Tools) {
-		drop(false)
-	}
-	st, err := memory.Open(s.o.Config.StateDir, s.o.Policy.Workdir(), s.Policy, memory.DefaultLimits)
+	st, err := memory.Open(s.h.o.Config.StateDir, s.h.o.Policy.Workdir(), s.Policy, memory.DefaultLimits)
 	if err != nil {
-		s.notices = append(s.notices, fmt.Sprintf("memory tools not offered: %v", err))
-		drop(true)
-		return
+		return err
 	}
 	for _, e := range st.Unavailable() {
 		s.notices = append(s.notices, e.Error())
 	}
 	s.memory = st
+	return nil
 }
 
 // Bounds of the preamble's memory index.

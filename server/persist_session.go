@@ -38,7 +38,7 @@ func (h *Hub) persistNew(s *Session, n Narrowing, params json.RawMessage) {
 	}
 	now := time.Now().UTC()
 	rec := &sessionRecord{
-		Version: recordVersion, MCPID: s.mcpID, SessionID: s.ID,
+		Version: recordVersion, MCPID: s.key, SessionID: s.ID,
 		Mode: string(s.Policy.Mode()), Network: string(s.Policy.Network()), DegradedShell: s.Degraded != "",
 		Tools: slices.Clone(s.Tools), AskedTools: slices.Clone(n.Tools),
 		Workdir: s.Policy.Workdir(), Scratch: s.Launcher.Scratch(),
@@ -52,12 +52,12 @@ func (h *Hub) persistNew(s *Session, n Narrowing, params json.RawMessage) {
 
 // persistRoots records the worktree the session's roots left it with.
 func (h *Hub) persistRoots(s *Session) {
-	if h.persist == nil || s.mcpID == "" {
+	if h.persist == nil || s.key == "" {
 		return
 	}
 	wd := s.Policy.Workdir()
 	ok := s.prepErr == nil
-	if err := h.persist.update(s.mcpID, func(r *sessionRecord) { r.Workdir, r.RootsApplied = wd, ok }); err != nil {
+	if err := h.persist.update(s.key, func(r *sessionRecord) { r.Workdir, r.RootsApplied = wd, ok }); err != nil {
 		s.log.Warn("the session's record was not updated", "error", err.Error())
 	}
 }
@@ -65,11 +65,11 @@ func (h *Hub) persistRoots(s *Session) {
 // suspend makes a closing session keep its scratch and record when the
 // server persists sessions (shutdown only).
 func (h *Hub) suspend(s *Session) {
-	if h.persist == nil || s.mcpID == "" {
+	if h.persist == nil || s.key == "" {
 		return
 	}
 	s.Session.KeepScratch()
-	h.persist.touch(s.mcpID, time.Unix(0, s.lastActive.Load()).UTC(), 0)
+	h.persist.touch(s.key, time.Unix(0, s.lastActive.Load()).UTC(), 0)
 	s.Audit.Lifecycle("session-suspend", "kept for a restart (--persist-sessions)")
 }
 
@@ -182,8 +182,7 @@ func (h *Hub) rebuild(ctx context.Context, id string, rec *sessionRecord) (*Sess
 		// the comparison below refuses.
 		n.Sandbox = ""
 	}
-	o := h.o
-	o.resumeID, o.resumeScratch = rec.SessionID, rec.Scratch
+	sp := sessionSpec{n: n, key: id, resumeID: rec.SessionID, resumeScratch: rec.Scratch}
 	// The host as it is now, measured again: bubblewrap may have gone (or
 	// come) since this server started.
 	if mode != confine.ModeOff {
@@ -192,50 +191,54 @@ func (h *Hub) rebuild(ctx context.Context, id string, rec *sessionRecord) (*Sess
 			h.o.logger().Warn("session resume refused", "mode", rec.Mode, "reason", err.Error())
 			return nil, refuse(err.Error())
 		}
-		o.Policy = base
+		sp.policy = base
 	}
-	s, err := NewSession(o, n)
+	var refused error
+	sp.ready = func(s *Session) error {
+		fail := func(reason string) error {
+			h.o.logger().Warn("session resume refused", "mode", rec.Mode, "reason", reason)
+			s.Session.KeepScratch()
+			refused = refuse(reason)
+			return refused
+		}
+		switch {
+		case s.Policy.Mode() != mode:
+			reason := fmt.Sprintf("it would run in sandbox %s here", s.Policy.Mode())
+			if d := h.o.Policy.Degraded(); d != "" {
+				reason += " (" + d + ")"
+			}
+			return fail(reason)
+		case string(s.Policy.Network()) != rec.Network:
+			return fail(fmt.Sprintf("its network would be %s here, not %s", s.Policy.Network(), rec.Network))
+		case s.Degraded != "" && !rec.DegradedShell:
+			return fail(session.DegradedShell)
+		}
+		for _, t := range s.Tools {
+			if !slices.Contains(rec.Tools, t) {
+				return fail(fmt.Sprintf("this server would give it the tool %s, which it did not have", t))
+			}
+		}
+		if rec.Workdir != s.Policy.Workdir() {
+			if err := s.narrowWorkdir(rec.Workdir); err != nil {
+				return fail("its worktree cannot be restored: " + err.Error())
+			}
+			if s.Policy.Workdir() != rec.Workdir {
+				return fail("its worktree cannot be restored")
+			}
+		}
+		if rec.RootsApplied {
+			s.prepOnce.Do(func() {}) // its roots were read before the restart
+		}
+		return nil
+	}
+	s, err := h.newSession(ctx, sp)
 	if err != nil {
+		if refused != nil {
+			return nil, refused
+		}
 		h.o.logger().Warn("session resume refused", "mode", rec.Mode, "reason", err.Error())
 		return nil, refuse(err.Error())
 	}
-	s.mcpID = id
-	fail := func(reason string) (*Session, error) {
-		h.o.logger().Warn("session resume refused", "mode", rec.Mode, "reason", reason)
-		s.Session.KeepScratch()
-		s.Close()
-		return nil, refuse(reason)
-	}
-	switch {
-	case s.Policy.Mode() != mode:
-		reason := fmt.Sprintf("it would run in sandbox %s here", s.Policy.Mode())
-		if d := h.o.Policy.Degraded(); d != "" {
-			reason += " (" + d + ")"
-		}
-		return fail(reason)
-	case string(s.Policy.Network()) != rec.Network:
-		return fail(fmt.Sprintf("its network would be %s here, not %s", s.Policy.Network(), rec.Network))
-	case s.Degraded != "" && !rec.DegradedShell:
-		return fail(session.DegradedShell)
-	}
-	for _, t := range s.Tools {
-		if !slices.Contains(rec.Tools, t) {
-			return fail(fmt.Sprintf("this server would give it the tool %s, which it did not have", t))
-		}
-	}
-	if rec.Workdir != s.Policy.Workdir() {
-		if err := s.narrowWorkdir(rec.Workdir); err != nil {
-			return fail("its worktree cannot be restored: " + err.Error())
-		}
-		if s.Policy.Workdir() != rec.Workdir {
-			return fail("its worktree cannot be restored")
-		}
-	}
-	if rec.RootsApplied {
-		s.prepOnce.Do(func() {}) // its roots were read before the restart
-	}
-	s.start(ctx, "http")
 	s.Audit.Lifecycle("session-resume", "resumed after a server restart (--persist-sessions)")
-	s.logOpened()
 	return s, nil
 }

@@ -68,22 +68,6 @@ type Options struct {
 	// included).
 	Started func(string)
 
-	said *sync.Map // warnOnce's memory, shared by the copies of one server's Options
-	// notify sends a notification about the call in ctx ahead of its
-	// result (the hub's; notify.go).
-	notify func(ctx context.Context, method string, params map[string]any)
-	// sendTo sends a notification to one MCP session outside any call
-	// (HTTP); stdio says the process is the one session.
-	sendTo func(mcpID, method string, params map[string]any)
-	stdio  bool
-	// openFiles replaces the file layer's constructor (tests play a build
-	// without one); nil is confine's.
-	openFiles func(*confine.Policy, string, confine.FileAccessOptions) (*confine.FileAccess, error)
-	// gw registers the gateway's published names (gateway.go).
-	gw *gatewayHub
-	// resumeID and resumeScratch resume a persisted session (persist.go):
-	// its sandbox session id and its kept scratch.
-	resumeID, resumeScratch string
 	// Metrics receives the server's counts (metrics.go); nil keeps none.
 	Metrics *metrics.Metrics
 	// ComputeProcs, when above the runtime's GOMAXPROCS, is its value
@@ -101,18 +85,6 @@ func (o Options) logger() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return o.Log
-}
-
-// warnOnce is warn, said once per server however many sessions meet it
-// (a refused hook, say, is the same fact for every HTTP session).
-func (o Options) warnOnce(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	if o.said != nil {
-		if _, dup := o.said.LoadOrStore(msg, true); dup {
-			return
-		}
-	}
-	o.warn("%s", msg)
 }
 
 // Narrowing is what a client may ask for at initialisation. Every field
@@ -151,7 +123,10 @@ type Session struct {
 	// Tools are the tools the session publishes.
 	Tools []string
 
-	o        Options
+	h *Hub
+	// key is the session's key in the hub (the MCP session id over
+	// HTTP).
+	key      string
 	preamble string
 	// log is the session's logger: the server's stderr, and the client
 	// at the level it set (logging.go).
@@ -159,8 +134,9 @@ type Session struct {
 	// clientLevel is the slog level from which records go to the client;
 	// clientLevelOff until it sends logging/setLevel.
 	clientLevel atomic.Int64
-	// mcpID is the MCP session id the session serves (HTTP).
-	mcpID string
+	// scope decides the session's tools, its gateway's included
+	// (toolset.go).
+	scope toolScope
 	// gw are the MCP servers behind this one (gateway.go); nil without any.
 	gw    *sessionGateway
 	hooks *sessionHooks
@@ -191,29 +167,6 @@ type Session struct {
 	closeErr  error
 }
 
-// scope is the session's tool set: the server's, narrowed to what the
-// client named (each of which the server must publish).
-func scope(published, asked []string) ([]string, error) {
-	if published == nil {
-		published = tools.Names()
-	}
-	if asked == nil {
-		return published, nil
-	}
-	for _, t := range asked {
-		if !slices.Contains(published, t) {
-			return nil, fmt.Errorf("tool %q is not available on this server (it publishes %s)", t, strings.Join(published, ", "))
-		}
-	}
-	var out []string
-	for _, t := range published {
-		if slices.Contains(asked, t) {
-			out = append(out, t)
-		}
-	}
-	return out, nil
-}
-
 // asked reports whether the narrowing asks for anything.
 func (n Narrowing) asked() bool {
 	return n.Tools != nil || n.Sandbox != "" || n.Network != ""
@@ -236,45 +189,82 @@ func (n Narrowing) request() (session.Request, error) {
 	return r, nil
 }
 
-// NewSession opens a sandbox session for the client's narrowing (package
-// session decides its policy: the delegate floor and the client's
-// request) and builds its MCP side.
-func NewSession(o Options, n Narrowing) (*Session, error) {
-	gwAllowed, ownAsked, err := newGatewayScope(o.Config.Tools, n.Tools)
+// sessionSpec is what one session is built from.
+type sessionSpec struct {
+	n   Narrowing
+	key string
+	// policy is the base policy; nil is the server's.
+	policy *confine.Policy
+	// resumeID and resumeScratch resume a persisted session
+	// (persist_session.go): its sandbox session id and its kept scratch.
+	resumeID, resumeScratch string
+	// ready runs once the session is built, before it starts (its
+	// preamble measured, its MCP servers and SessionStart hooks run): the
+	// stdio transport's startup line, the checks of a resumed session. An
+	// error refuses the session.
+	ready func(*Session) error
+}
+
+// newSession is the one place a session is put together: the sandbox
+// session (package session decides its policy: the delegate floor and the
+// client's request), the tools it publishes (toolset.go), its memory, its
+// hooks, its MCP servers and its preamble; then it starts.
+func (h *Hub) newSession(ctx context.Context, sp sessionSpec) (*Session, error) {
+	s, err := h.buildSession(sp)
 	if err != nil {
 		return nil, err
 	}
-	ownPublished, _ := splitGatewayTools(o.Config.Tools)
-	toolset, err := scope(ownPublished, ownAsked)
+	if sp.ready != nil {
+		if err := sp.ready(s); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	s.start(ctx)
+	s.logOpened()
+	return s, nil
+}
+
+// buildSession builds a session without starting it.
+func (h *Hub) buildSession(sp sessionSpec) (*Session, error) {
+	o := h.o
+	policy := sp.policy
+	if policy == nil {
+		policy = o.Policy
+	}
+	s := &Session{h: h, key: sp.key}
+	s.scope = toolScope{Server: o.Config.Tools, Client: sp.n.Tools, NoMemory: !o.Config.Memory || o.Config.StateDir == ""}
+	// The delegate floor is read from the tools the client's scope
+	// leaves, before any is withheld for what this session lacks.
+	asked, err := s.scope.publish(nil)
 	if err != nil {
 		return nil, err
 	}
-	req, err := n.request()
+	req, err := sp.n.request()
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{Tools: toolset, o: o}
 	if len(o.Config.MCPServers) > 0 {
-		s.gw = &sessionGateway{allowed: gwAllowed, ready: make(chan struct{})}
+		s.gw = &sessionGateway{ready: make(chan struct{})}
 	}
 	s.clientLevel.Store(clientLevelOff)
 	max := config.DefaultMaxConcurrentCalls
 	if o.Config.MaxConcurrentCalls > 0 {
 		max = o.Config.MaxConcurrentCalls
 	}
-	s.Session, err = session.Open(o.Policy, tools.ChangesFiles(toolset), req, session.Options{
+	s.Session, err = session.Open(policy, tools.ChangesFiles(asked), req, session.Options{
 		EnvPassthrough:  o.Config.EnvPassthrough,
 		ScratchParent:   o.ScratchParent,
 		FileLayer:       true,
-		OpenFiles:       o.openFiles,
+		OpenFiles:       h.openFiles,
 		Spawner:         true, // a server session lives long enough to amortise it
 		StateDir:        o.Config.StateDir,
 		AllowDomains:    o.Config.AllowDomains,
 		MaxProcessCalls: max,
 		Terminals: &terminal.Limits{Max: o.Config.Terminals.Max, Scrollback: o.Config.Terminals.Scrollback,
 			Idle: o.Config.Terminals.Idle},
-		ID:      o.resumeID,
-		Scratch: o.resumeScratch,
+		ID:      sp.resumeID,
+		Scratch: sp.resumeScratch,
 		OnRefusal: func(v session.Violation) {
 			s.log.Warn("egress refused", "target", v.Target, "reason", v.Raw)
 			o.Metrics.EgressRefused(v.Raw)
@@ -289,40 +279,40 @@ func NewSession(o Options, n Narrowing) (*Session, error) {
 	s.log = newSessionLogger(o.logger(), s)
 	s.Violations.Observe(s.violationAdded)
 	s.lastActive.Store(time.Now().UnixNano())
-	if s.NoFileLayer != "" {
-		// No race-safe file layer in this build (macOS): publish only the
-		// tools that need none rather than file tools that could not be
-		// confined.
-		s.Tools = slices.DeleteFunc(slices.Clone(s.Tools), func(t string) bool {
-			f, _ := tools.FactsOf(t)
-			return f.Files
-		})
-	}
+	// No race-safe file layer in this build (macOS): only the tools that
+	// need none, rather than file tools that could not be confined.
+	s.scope.NoFiles = s.NoFileLayer != ""
 	if why := s.noTerminals(); why != "" {
-		// No session loopback here (macOS, or no nsenter): publish no
-		// terminal tools rather than ones that could only fail.
-		s.Tools = slices.DeleteFunc(slices.Clone(s.Tools), func(t string) bool {
-			f, _ := tools.FactsOf(t)
-			return f.Terminal
-		})
+		// No session loopback here (macOS, or no nsenter): no terminal
+		// tools rather than ones that could only fail.
+		s.scope.NoTerminals = true
 		s.notices = append(s.notices, "terminal tools not offered: "+why)
 	}
-	s.openMemory()
-	s.hooks = newSessionHooks(o, s)
+	if s.Tools, err = s.scope.publish(nil); err != nil {
+		s.Session.Close()
+		return nil, err
+	}
+	if err := s.openMemory(); err != nil {
+		s.notices = append(s.notices, fmt.Sprintf("memory tools not offered: %v", err))
+		s.scope.NoMemory = true
+		s.Tools, _ = s.scope.publish(nil)
+	}
+	s.hooks = newSessionHooks(s)
 	s.buildHandlers()
 	return s, nil
 }
 
-// start measures the preamble and runs the SessionStart hooks.
-func (s *Session) start(ctx context.Context, transport string) {
+// start measures the preamble, starts the session's MCP servers and runs
+// the SessionStart hooks.
+func (s *Session) start(ctx context.Context) {
 	for _, n := range s.notices {
-		s.o.warnOnce("%s", n)
+		s.h.warnOnce("%s", n)
 	}
-	s.preamble = Preamble(ctx, s.Launcher, s.o.Config.AllowDomains, s.Degraded)
+	s.preamble = Preamble(ctx, s.Launcher, s.h.o.Config.AllowDomains, s.Degraded)
 	s.preamble += s.startGateway()
 	if s.NoFileLayer != "" {
 		s.preamble += "- only the shell is offered: " + s.NoFileLayer + "; read and edit files with shell commands.\n"
-		s.o.warnOnce("file tools not offered: %s; sessions publish the shell only", s.NoFileLayer)
+		s.h.warnOnce("file tools not offered: %s; sessions publish the shell only", s.NoFileLayer)
 	}
 	s.preamble += s.memoryPreamble()
 	if warning, extra := s.hooks.start(ctx); warning != "" || extra != "" {
@@ -332,15 +322,15 @@ func (s *Session) start(ctx context.Context, transport string) {
 		}
 		s.preamble += extra
 	}
-	s.Audit.Lifecycle("session-start", transport+"; tools "+strings.Join(s.Tools, ","))
+	s.Audit.Lifecycle("session-start", s.h.t.name()+"; tools "+strings.Join(s.Tools, ","))
 }
 
 // deps are the tools' dependencies on this session, over the file layer
 // files (the session's, or one with an approved grant).
 func (s *Session) deps(files *confine.FileAccess) tools.Deps {
 	return tools.Deps{Policy: s.Policy, Launcher: s.Launcher, Files: files, Memory: s.memory, Terminals: s.Session.Terminals,
-		Audit: session.Recorder{Audit: s.Audit, Violations: s.Violations}, Bounds: s.o.Bounds,
-		Notify: s.o.notify, NetViolations: s.Session.NetViolations}
+		Audit: session.Recorder{Audit: s.Audit, Violations: s.Violations}, Bounds: s.h.o.Bounds,
+		Notify: s.notifyCall, NetViolations: s.Session.NetViolations}
 }
 
 func (s *Session) buildHandlers() {
@@ -356,9 +346,7 @@ func (s *Session) buildHandlers() {
 	added := s.addGateway(hs, defs)
 	s.handlers, s.defs = hs, defs
 	s.mu.Unlock()
-	if s.o.gw != nil {
-		s.o.gw.register(added)
-	}
+	s.h.gw.register(added)
 }
 
 // tool is the session's tool called name.
@@ -432,8 +420,8 @@ func (s *Session) Close() error {
 		s.closeErr = s.Session.Close()
 		s.memory.Close()
 		// Not to the client: it may be gone (stdin closed, DELETE).
-		s.o.logger().Info("session closed", "session", s.ID)
-		s.o.Metrics.SessionClosed(s.closeReason())
+		s.h.o.logger().Info("session closed", "session", s.ID)
+		s.h.o.Metrics.SessionClosed(s.closeReason())
 	})
 	return s.closeErr
 }
@@ -457,3 +445,15 @@ var (
 	_ tools.TerminalRecorder = session.Recorder{}
 	_ tools.MemoryRecorder   = session.Recorder{}
 )
+
+// notifyCall sends the session's client a notification about the call in
+// ctx, ahead of its result.
+func (s *Session) notifyCall(ctx context.Context, method string, params map[string]any) {
+	s.h.t.notifyCall(ctx, method, params)
+}
+
+// notifyClient sends the session's client a notification outside any
+// call.
+func (s *Session) notifyClient(method string, params map[string]any) {
+	s.h.t.notifyClient(s.key, method, params)
+}

@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,15 +33,24 @@ func testOptions(t *testing.T, mode confine.Mode) Options {
 	return Options{Config: &config.Config{StateDir: filepath.Join(dir, "state")}, Policy: pol, Bounds: tools.DefaultBounds}
 }
 
+// testHub is a hub over o with a stdio transport that no client reads,
+// before any session: a test builds its own.
+func testHub(o Options) *Hub {
+	h := &Hub{o: o, t: newStdioTransport(o, strings.NewReader(""), io.Discard), sessions: map[string]*Session{}}
+	h.t.(*stdioTransport).h = h
+	h.gw = &gatewayHub{h: h, registered: map[string]bool{}}
+	return h
+}
+
 // TestSessionWithoutFileLayer: where the build has no confined file layer
 // (macOS), a sandboxed session publishes the shell alone and says so,
 // rather than file tools it could not confine.
 func TestSessionWithoutFileLayer(t *testing.T) {
-	o := testOptions(t, confine.ModeWorkspaceWrite)
-	o.openFiles = func(*confine.Policy, string, confine.FileAccessOptions) (*confine.FileAccess, error) {
+	h := testHub(testOptions(t, confine.ModeWorkspaceWrite))
+	h.openFiles = func(*confine.Policy, string, confine.FileAccessOptions) (*confine.FileAccess, error) {
 		return nil, confine.ErrNoFileLayer
 	}
-	s, err := NewSession(o, Narrowing{})
+	s, err := h.buildSession(sessionSpec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +61,7 @@ func TestSessionWithoutFileLayer(t *testing.T) {
 	if !slices.Equal(own, []string{"shell"}) {
 		t.Errorf("tools = %v, want the shell alone", s.Tools)
 	}
-	s.start(context.Background(), "test")
+	s.start(context.Background())
 	if !strings.Contains(s.preamble, "only the shell is offered") {
 		t.Errorf("the preamble does not say so:\n%s", s.preamble)
 	}

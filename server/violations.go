@@ -90,8 +90,8 @@ func (s *Session) violationAdded() {
 
 // flushViolations sends a due update with the call in ctx's notifications.
 func (s *Session) flushViolations(ctx context.Context) {
-	if s.feed.unsent.Swap(false) && s.feed.watching.Load() && s.o.notify != nil {
-		s.o.notify(ctx, string(mcp.MethodNotificationResourceUpdated), map[string]any{"uri": ViolationsURI})
+	if s.feed.unsent.Swap(false) && s.feed.watching.Load() {
+		s.notifyCall(ctx, string(mcp.MethodNotificationResourceUpdated), map[string]any{"uri": ViolationsURI})
 	}
 }
 
@@ -115,11 +115,5 @@ func (s *Session) violationsIdle() {
 		return
 	}
 	s.feed.lastIdle.Store(now)
-	params := map[string]any{"uri": ViolationsURI}
-	switch {
-	case s.o.stdio && s.o.notify != nil:
-		s.o.notify(context.Background(), string(mcp.MethodNotificationResourceUpdated), params)
-	case s.o.sendTo != nil && s.mcpID != "":
-		s.o.sendTo(s.mcpID, string(mcp.MethodNotificationResourceUpdated), params)
-	}
+	s.notifyClient(string(mcp.MethodNotificationResourceUpdated), map[string]any{"uri": ViolationsURI})
 }

@@ -8,21 +8,34 @@ import (
 )
 
 // feedSession is a Session with only what the violations feed uses: a
-// stdio notifier that counts updates.
+// transport that counts updates.
 func feedSession() (*Session, func() int) {
-	var mu sync.Mutex // guards n
-	n := 0
-	s := &Session{o: Options{stdio: true, notify: func(_ context.Context, method string, params map[string]any) {
-		if method == "notifications/resources/updated" && params["uri"] == ViolationsURI {
-			mu.Lock()
-			n++
-			mu.Unlock()
-		}
-	}}}
+	ft := &feedTransport{}
+	s := &Session{h: &Hub{t: ft}}
 	return s, func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return n
+		ft.mu.Lock()
+		defer ft.mu.Unlock()
+		return ft.n
+	}
+}
+
+// feedTransport counts the violations resource's updates, in a call or
+// outside one alike.
+type feedTransport struct {
+	transport
+	mu sync.Mutex // guards n
+	n  int
+}
+
+func (f *feedTransport) notifyCall(_ context.Context, method string, params map[string]any) {
+	f.notifyClient("", method, params)
+}
+
+func (f *feedTransport) notifyClient(_, method string, params map[string]any) {
+	if method == "notifications/resources/updated" && params["uri"] == ViolationsURI {
+		f.mu.Lock()
+		f.n++
+		f.mu.Unlock()
 	}
 }
 

@@ -60,7 +60,7 @@ var deputyExceptions = map[string]string{
 	"session/audit.go OpenAudit os.MkdirAll":                      "the state directory: the user's, masked in every sandbox",
 	"session/audit.go OpenAudit os.OpenFile":                      "the audit log in the state directory, masked in every sandbox",
 	"server/persist.go ownDir os.Mkdir":                           "the server's private directories (sessions/ of the state directory, the scratch parent); PrivateDir then refuses a link or another owner's entry",
-	"server/http.go ServeHTTP os.MkdirTemp":                       "the scratch parent, a new directory with a random name made exclusively before any session",
+	"server/transport_http.go makeScratchParent os.MkdirTemp":     "the scratch parent, a new directory with a random name made exclusively before any session",
 	"cmd/evener-mcp-server/main.go runStdio os.Create":            "EVENER_MCP_CPUPROFILE: a file the user names to profile the server, never in a sandbox's tree",
 	"memory/memory.go openRoot os.MkdirAll":                       "the state directory, masked in every sandbox",
 }

@@ -29,30 +29,19 @@ import (
 //     stream is open has its notifications written into its own response
 //     stream by the hub instead (postStream.inject).
 
-// notifier sends one notification about the request in ctx.
-func (h *Hub) notify(ctx context.Context, method string, params map[string]any) {
-	msg := mcp.JSONRPCNotification{
-		JSONRPC:      mcp.JSONRPC_VERSION,
-		Notification: mcp.Notification{Method: method, Params: mcp.NotificationParams{AdditionalFields: params}},
-	}
-	if h.stdout != nil {
-		b, err := json.Marshal(msg)
-		if err == nil {
-			_, _ = h.stdout.Write(append(b, '\n'))
-		}
-		return
-	}
+// notifyCall sends one notification about the request in ctx.
+func (t *httpTransport) notifyCall(ctx context.Context, method string, params map[string]any) {
 	if ps, ok := ctx.Value(postStreamKey{}).(*postStream); ok && ps.shared {
 		if cs, ok := mcpserver.ClientSessionFromContext(ctx).(mcpserver.SessionWithStreamableHTTPConfig); ok {
 			// The result must then be written as an SSE event too.
 			cs.UpgradeToSSEWhenReceiveNotification()
 		}
-		if b, err := json.Marshal(msg); err == nil {
+		if b, err := json.Marshal(notification(method, params)); err == nil {
 			ps.inject(b)
 		}
 		return
 	}
-	_ = h.srv.SendNotificationToClient(ctx, method, params)
+	_ = t.h.srv.SendNotificationToClient(ctx, method, params)
 }
 
 type postStreamKey struct{}
@@ -83,7 +72,7 @@ func (s *streams) open(id string) bool {
 
 // orderedStreams wraps the MCP endpoint: it counts standalone GET streams
 // per session and gives every POST a postStream in its context.
-func (h *Hub) orderedStreams(next http.Handler) http.Handler {
+func (t *httpTransport) orderedStreams(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sid := r.Header.Get(mcpserver.HeaderKeySessionID)
 		switch {
@@ -92,11 +81,11 @@ func (h *Hub) orderedStreams(next http.Handler) http.Handler {
 		case r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") == "":
 			// Counted before mcp-go registers the stream and uncounted
 			// after it ends: "open" is a superset of "shared channel".
-			h.streams.add(sid, 1)
-			defer h.streams.add(sid, -1)
+			t.streams.add(sid, 1)
+			defer t.streams.add(sid, -1)
 			next.ServeHTTP(w, r)
 		case r.Method == http.MethodPost:
-			ps := &postStream{w: w, shared: h.streams.open(sid)}
+			ps := &postStream{w: w, shared: t.streams.open(sid)}
 			next.ServeHTTP(ps, r.WithContext(context.WithValue(r.Context(), postStreamKey{}, ps)))
 		default:
 			next.ServeHTTP(w, r)
@@ -162,5 +151,13 @@ func (p *postStream) inject(msg []byte) {
 	}
 	if f, ok := p.w.(http.Flusher); ok {
 		f.Flush()
+	}
+}
+
+// notification is one JSON-RPC notification.
+func notification(method string, params map[string]any) mcp.JSONRPCNotification {
+	return mcp.JSONRPCNotification{
+		JSONRPC:      mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{Method: method, Params: mcp.NotificationParams{AdditionalFields: params}},
 	}
 }

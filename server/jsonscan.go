@@ -1,100 +1,18 @@
 package server
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"regexp"
 	"slices"
-	"sync"
-	"unicode/utf8"
 )
-
-// MaxMessageBytes bounds one JSON-RPC message read from stdio; a larger one
-// is discarded as it streams in (memory stays bounded) and answered with an
-// error.
-const MaxMessageBytes = 16 << 20
 
 // maxDepth bounds nesting in a message.
 const maxDepth = 64
 
-// guardedReader sits between stdin and mcp-go: each line is checked before
-// the protocol library decodes it. Go's decoder keeps the last of duplicate
-// keys and folds case, so {"path":"a","path":"/root/.ssh/x"} would reach a
-// handler as whatever the library chose; here such a message, an oversized
-// one, invalid UTF-8 or absurd nesting is answered with a JSON-RPC error and
-// never passed on. The server keeps serving either way.
-type guardedReader struct {
-	in  *bufio.Reader
-	out *syncWriter
-	buf bytes.Buffer // what is ready to hand to mcp-go
-	id  []byte       // the id of the last oversized message, when found
-	// lane takes the gateway's calls (lane.go); nil: every line goes on.
-	lane *lane
-}
-
-func newGuardedReader(r io.Reader, w *syncWriter) *guardedReader {
-	return &guardedReader{in: bufio.NewReaderSize(r, 64<<10), out: w}
-}
-
-func (g *guardedReader) Read(p []byte) (int, error) {
-	for g.buf.Len() == 0 {
-		line, tooBig, err := g.readLine()
-		if len(line) > 0 || tooBig {
-			switch msg := g.check(line, tooBig); {
-			case msg != "":
-				g.reject(line, msg)
-			case g.lane.take(line):
-				// served on the lane (lane.go)
-			default:
-				g.buf.Write(line)
-				g.buf.WriteByte('\n')
-			}
-		}
-		if err != nil {
-			if g.buf.Len() > 0 {
-				break
-			}
-			return 0, err
-		}
-	}
-	return g.buf.Read(p)
-}
-
-// readLine reads one line, keeping at most MaxMessageBytes of it. Past
-// that it keeps a short prefix and streams the rest through an idScan, so
-// the refusal can carry the request's id wherever in the message it stands
-// (clients put it last as often as first).
-func (g *guardedReader) readLine() ([]byte, bool, error) {
-	var line []byte
-	tooBig := false
-	g.id = nil
-	scan := idScan{key: "id"}
-	for {
-		chunk, err := g.in.ReadSlice('\n')
-		switch {
-		case tooBig:
-			scan.feed(chunk)
-		case len(line)+len(chunk) > MaxMessageBytes:
-			tooBig = true
-			scan.feed(line)
-			scan.feed(chunk)
-			line = line[:min(len(line), 4096)]
-		default:
-			line = append(line, chunk...)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if tooBig {
-			g.id = scan.id
-		}
-		return bytes.TrimRight(line, "\r\n"), tooBig, err
-	}
-}
+// The JSON scans every transport and the hub share: one top-level member
+// read without decoding the message, and the duplicate-key and nesting
+// check both transports apply before the protocol library decodes a
+// message.
 
 // idScan finds one top-level member (key: "id", "method") of a JSON-RPC
 // message as its bytes stream past, keeping nothing else, and stops
@@ -220,23 +138,6 @@ func (s *idScan) finish() {
 	}
 }
 
-// check returns why a message is refused, or "".
-func (g *guardedReader) check(line []byte, tooBig bool) string {
-	if tooBig {
-		return fmt.Sprintf("message larger than %d bytes", MaxMessageBytes)
-	}
-	if len(bytes.TrimSpace(line)) == 0 {
-		return ""
-	}
-	if !utf8.Valid(line) {
-		return "message is not valid UTF-8"
-	}
-	if err := checkJSON(line); err != nil {
-		return err.Error()
-	}
-	return ""
-}
-
 // checkJSON scans the message once, byte by byte: duplicate keys (compared
 // exactly after unescaping, as the decoder will see them: no case folding)
 // and nesting deeper than maxDepth are refused. Syntax errors are left to
@@ -318,44 +219,4 @@ func stringEnd(line []byte, i int) (int, bool) {
 		}
 	}
 	return -1, escaped
-}
-
-// reject answers a refused message with -32600 (invalid request), echoing
-// its id when one can be read.
-func (g *guardedReader) reject(line []byte, msg string) {
-	var probe struct {
-		ID json.RawMessage `json:"id"`
-	}
-	id := json.RawMessage("null")
-	if g.id != nil {
-		id = g.id
-	} else if json.Unmarshal(line, &probe) == nil {
-		if len(probe.ID) > 0 && len(probe.ID) < 200 {
-			id = probe.ID
-		}
-	} else if m := leadingID.FindSubmatch(line); m != nil {
-		// A message cut short (too large): its id usually leads it.
-		id = m[1]
-	}
-	resp, _ := json.Marshal(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      id,
-		"error":   map[string]any{"code": -32600, "message": "invalid request: " + msg},
-	})
-	_, _ = g.out.Write(append(resp, '\n'))
-}
-
-// leadingID finds a top-level "id" before any nested object or array.
-var leadingID = regexp.MustCompile(`^\s*\{[^{}\[\]]*?"id"\s*:\s*(-?[0-9]{1,18}|"(?:[^"\\]|\\.){0,100}")`)
-
-// syncWriter serialises whole-message writes from mcp-go and the guard.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }

@@ -243,7 +243,7 @@ func (p *peerPolicy) guard(next http.Handler) http.Handler {
 // looping on connect must not fill the disk. At most burst records a
 // minute; the next record after a quiet spell says how many were dropped.
 type refusalLog struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards window, n and dropped
 	window  time.Time
 	n       int
 	dropped int

@@ -43,7 +43,7 @@ func TestGuardedReader(t *testing.T) {
 	}, "\n") + "\n"
 	var out bytes.Buffer
 	g := newGuardedReader(strings.NewReader(in), &syncWriter{w: &out})
-	passed, _ := io.ReadAll(g)
+	passed, _ := io.ReadAll(&stdioTransport{in: g})
 	if got := strings.Count(string(passed), "\n"); got != 2 || !strings.Contains(string(passed), `"id":4`) {
 		t.Errorf("passed on:\n%s", passed)
 	}
@@ -63,7 +63,7 @@ func TestGuardedReader(t *testing.T) {
 func TestGuardedReaderOversized(t *testing.T) {
 	big := `{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"x":"` + strings.Repeat("y", MaxMessageBytes+10) + `"}}` + "\n" + `{"jsonrpc":"2.0","id":78,"method":"ping"}` + "\n"
 	var out bytes.Buffer
-	passed, _ := io.ReadAll(newGuardedReader(strings.NewReader(big), &syncWriter{w: &out}))
+	passed, _ := io.ReadAll(&stdioTransport{in: newGuardedReader(strings.NewReader(big), &syncWriter{w: &out})})
 	if !strings.Contains(out.String(), `"id":77`) || !strings.Contains(out.String(), "larger than") {
 		t.Errorf("oversized message not answered with its id: %q", out.String()[:min(200, out.Len())])
 	}
@@ -104,7 +104,7 @@ func FuzzCheckJSON(f *testing.F) {
 func TestGuardedReaderOversizedIDLast(t *testing.T) {
 	body := `{"method":"tools/call","params":{"name":"write_file","arguments":{"path":"a","content":"` + strings.Repeat("z", MaxMessageBytes+10) + `","id":999}},"jsonrpc":"2.0","id":"req-9"}`
 	var out bytes.Buffer
-	_, _ = io.ReadAll(newGuardedReader(strings.NewReader(body+"\n"), &syncWriter{w: &out}))
+	_, _ = io.ReadAll(&stdioTransport{in: newGuardedReader(strings.NewReader(body+"\n"), &syncWriter{w: &out})})
 	if !strings.Contains(out.String(), `"id":"req-9"`) {
 		t.Errorf("oversized message with its id last not answered with that id: %q", out.String())
 	}

@@ -101,36 +101,11 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 		return err
 	}
 	defer audit.Close()
-	// Every session's scratch and bridge sockets live in one directory
-	// private to this server, hidden from the other sessions.
-	parent := o.Policy.ScratchRoot()
-	if parent == "" {
-		parent = os.TempDir()
+	store, cleanup, err := makeScratchParent(&o, ho)
+	if err != nil {
+		return err
 	}
-	var store *persistStore
-	if ho.PersistSessions {
-		// A stable parent, found again by the next server on this state
-		// directory; its scratch outlives this process.
-		if o.ScratchParent, err = scratchParentFor(parent, o.Config.StateDir); err != nil {
-			return err
-		}
-		if store, err = openPersistStore(o.Config.StateDir, o.ScratchParent); err != nil {
-			return err
-		}
-		defer store.close()
-		n, errs := store.sweep(ho.IdleTimeout, time.Now(), func(string) bool { return false })
-		logSweep(o.logger(), n, errs)
-	} else {
-		// A short name: Unix socket paths (the bridge sockets live here)
-		// are limited to 107 bytes.
-		if o.ScratchParent, err = os.MkdirTemp(parent, "evs-"); err != nil {
-			return fmt.Errorf("scratch parent: %w", err)
-		}
-		defer confine.RemoveTree(o.ScratchParent)
-		if o.ScratchParent, err = filepath.EvalSymlinks(o.ScratchParent); err != nil {
-			return fmt.Errorf("scratch parent: %w", err)
-		}
-	}
+	defer cleanup()
 	if ho.MetricsListen != "" {
 		o.Metrics = newMetrics()
 		stopMetrics, err := serveMetrics(o.Metrics, ho.MetricsListen, ho.MetricsAllowRemote, ho.MetricsReady, func(err error) { o.logger().Error(err.Error()) })
@@ -139,18 +114,154 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 		}
 		defer stopMetrics()
 	}
-	h, err := newHub(ctx, o, false, ho.MaxSessions)
+	t := &httpTransport{maxSessions: ho.MaxSessions}
+	h, err := newHub(ctx, o, t)
 	if err != nil {
 		return err
 	}
 	h.persist = store
-	drain := &drainer{metric: o.Metrics}
+	t.drain = &drainer{metric: o.Metrics}
+	handler := t.handler(ho, store)
+	ln, err := net.Listen("tcp", ho.Listen)
+	if err != nil {
+		h.closeAll()
+		return fmt.Errorf("listen %s: %w", ho.Listen, err)
+	}
+	if ho.Ready != nil {
+		ho.Ready(ln.Addr())
+	}
+	hs := &http.Server{Handler: t.peerGuard(ho, audit, handler), ConnContext: connContext, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(h.o.logger().Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	return t.run(ctx, ho, hs, served)
+}
+
+// makeScratchParent makes the directory private to this server in which every
+// session's scratch and bridge sockets live, hidden from the other
+// sessions, into o.ScratchParent; with --persist-sessions, a stable one
+// and the store of the sessions' records. cleanup undoes what it made.
+func makeScratchParent(o *Options, ho HTTPOptions) (store *persistStore, cleanup func(), err error) {
+	parent := o.Policy.ScratchRoot()
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	if ho.PersistSessions {
+		// A stable parent, found again by the next server on this state
+		// directory; its scratch outlives this process.
+		if o.ScratchParent, err = scratchParentFor(parent, o.Config.StateDir); err != nil {
+			return nil, nil, err
+		}
+		if store, err = openPersistStore(o.Config.StateDir, o.ScratchParent); err != nil {
+			return nil, nil, err
+		}
+		n, errs := store.sweep(ho.IdleTimeout, time.Now(), func(string) bool { return false })
+		logSweep(o.logger(), n, errs)
+		return store, store.close, nil
+	}
+	// A short name: Unix socket paths (the bridge sockets live here) are
+	// limited to 107 bytes.
+	if o.ScratchParent, err = os.MkdirTemp(parent, "evs-"); err != nil {
+		return nil, nil, fmt.Errorf("scratch parent: %w", err)
+	}
+	made := o.ScratchParent
+	cleanup = func() { confine.RemoveTree(made) }
+	if o.ScratchParent, err = filepath.EvalSymlinks(o.ScratchParent); err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("scratch parent: %w", err)
+	}
+	return nil, cleanup, nil
+}
+
+// httpTransport is the Streamable HTTP transport: one session per MCP
+// session id, made at its initialize, ended by DELETE, idle expiry or the
+// server stopping.
+type httpTransport struct {
+	mcpClient
+	maxSessions int
+	// streams counts the sessions' open GET streams (http_streams.go).
+	streams    streams
+	drain      *drainer
+	streamable *mcpserver.StreamableHTTPServer
+	resumer    *resumer // nil without --persist-sessions
+}
+
+func (t *httpTransport) name() string { return "http" }
+
+// begin names, once, every configured MCP server behind this one and the
+// network it has (host: the one spawn that keeps the host's network).
+// Sessions are made at their initialize.
+func (t *httpTransport) begin(_ context.Context, h *Hub) (string, error) {
+	t.h = h
+	h.maxSess = t.maxSessions
+	if len(h.o.Config.MCPServers) > 0 {
+		h.o.logger().Info("MCP servers behind evener-mcp: " + gatewayLine(h.o.Config.MCPServers))
+	}
+	return "", nil
+}
+
+func (t *httpTransport) key(ctx context.Context) string {
+	if cs := mcpserver.ClientSessionFromContext(ctx); cs != nil {
+		return cs.SessionID()
+	}
+	return ""
+}
+
+// initialize opens the session of a new MCP session id.
+func (t *httpTransport) initialize(ctx context.Context, params json.RawMessage) error {
+	h := t.h
+	id := t.key(ctx)
+	n, _, err := parseInitialize(params)
+	if err != nil {
+		if id != "" {
+			h.refuse(id)
+		}
+		return err
+	}
+	if id == "" {
+		return errSessionless
+	}
+	if h.resumed(ctx, id) {
+		return nil // the replayed initialize of a resumed session (persist_http.go)
+	}
+	if err := h.reserve(id); err != nil {
+		return err
+	}
+	s, err := h.open(ctx, n, id, func(s *Session) error {
+		if s.Degraded != "" {
+			s.log.Warn(s.Degraded)
+		}
+		return nil
+	})
+	if err := h.admit(id, s, err); err != nil {
+		return err
+	}
+	h.persistNew(s, n, params)
+	return nil
+}
+
+func (t *httpTransport) initialized(context.Context, *mcp.InitializeResult) {}
+
+// ended: the transport ended an MCP session (DELETE): so does its sandbox.
+func (t *httpTransport) ended(cs mcpserver.ClientSession) { t.h.drop(cs.SessionID()) }
+
+// notifyClient sends on the session's own channel: its client's GET
+// stream when one is open.
+func (t *httpTransport) notifyClient(key, method string, params map[string]any) {
+	if key != "" {
+		_ = t.h.srv.SendNotificationToSpecificClient(key, method, params)
+	}
+}
+
+// handler is the MCP endpoint and the readiness route, behind the body,
+// token, browser and drain guards.
+func (t *httpTransport) handler(ho HTTPOptions, store *persistStore) http.Handler {
+	h := t.h
 	ids := newIDManager()
 	idOpt := mcpserver.WithSessionIdManager(ids)
 	if store != nil {
 		idOpt = mcpserver.WithSessionIdManagerResolver(idResolver{ids: ids})
 	}
-	streamable := mcpserver.NewStreamableHTTPServer(h.srv,
+	t.streamable = mcpserver.NewStreamableHTTPServer(h.srv,
 		mcpserver.WithEndpointPath("/mcp"),
 		idOpt,
 		mcpserver.WithEventStore(newBoundedEventStore(eventsPerStream, streamsPerSession)),
@@ -161,19 +272,18 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 		mcpserver.WithStreamableHTTPLogger(h.o.logger().With("component", "mcp-transport")),
 	)
 	mux := http.NewServeMux()
-	var mcpHandler http.Handler = h.orderedStreams(streamable)
-	var rs *resumer
+	var mcpHandler http.Handler = t.orderedStreams(t.streamable)
 	if store != nil {
-		rs = &resumer{h: h, ids: ids, store: store, next: mcpHandler, ttl: ho.IdleTimeout}
-		mcpHandler = rs
+		t.resumer = &resumer{h: h, ids: ids, store: store, next: mcpHandler, ttl: ho.IdleTimeout}
+		mcpHandler = t.resumer
 	}
 	// The drain guard comes first: a draining server resumes no session.
-	mux.Handle("/mcp", noBrowser(authorize(ho.Token, limitBody(ho.MaxBody, drain.guard(mcpHandler)))))
+	mux.Handle("/mcp", noBrowser(authorize(ho.Token, limitBody(ho.MaxBody, t.drain.guard(mcpHandler)))))
 	mux.HandleFunc(HealthPath, func(w http.ResponseWriter, r *http.Request) {
 		// No sandbox fields (README, "Many agents, one server"): 200 while
 		// the server takes sessions, 503 while it drains (readiness).
 		w.Header().Set("Content-Type", "application/json")
-		if drain.on.Load() {
+		if t.drain.on.Load() {
 			// Readiness: a draining server takes no new session.
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte(`{"status":"draining"}` + "\n"))
@@ -181,16 +291,12 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 		}
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
-	ln, err := net.Listen("tcp", ho.Listen)
-	if err != nil {
-		h.closeAll()
-		return fmt.Errorf("listen %s: %w", ho.Listen, err)
-	}
-	if ho.Ready != nil {
-		ho.Ready(ln.Addr())
-	}
-	// Only the server's own user and root are served (loopback is not an
-	// identity); a bearer token, when set, is required on top.
+	return mux
+}
+
+// peerGuard serves only the server's own user and root (loopback is not an
+// identity); a bearer token, when set, is required on top.
+func (t *httpTransport) peerGuard(ho HTTPOptions, audit *session.Audit, next http.Handler) http.Handler {
 	rlog := &refusalLog{burst: 60}
 	peers := &peerPolicy{
 		allowed:  []uint32{uint32(os.Geteuid()), 0},
@@ -200,13 +306,16 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 			if ok, dropped := rlog.admit(time.Now()); ok {
 				auditPeerRefused(audit, why, dropped)
 			}
-			h.o.warnOnce("refused a connection from a process that is not this server's user or root (403; each refusal is in the audit log)")
+			t.h.warnOnce("refused a connection from a process that is not this server's user or root (403; each refusal is in the audit log)")
 		},
 	}
-	hs := &http.Server{Handler: peers.guard(mux), ConnContext: connContext, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(h.o.logger().Handler(), slog.LevelWarn)}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	return peers.guard(next)
+}
 
+// run sweeps idle sessions until the listener fails or ctx ends, then
+// drains and closes.
+func (t *httpTransport) run(ctx context.Context, ho HTTPOptions, hs *http.Server, served <-chan error) error {
+	h := t.h
 	// End idle sessions through the transport's own DELETE path, so its
 	// state and the sandbox go together.
 	sweepEvery := min(max(ho.IdleTimeout/4, 100*time.Millisecond), 30*time.Second)
@@ -219,19 +328,19 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 			// A refused initialize's session is registered by the
 			// transport after its answer is written: end it a tick later.
 			for _, id := range refused {
-				terminate(streamable, id)
+				terminate(t.streamable, id)
 			}
 			refused = h.takeRefused()
 			// Closing runs the session's SessionEnd hooks: off this loop,
 			// so a slow one delays neither the others nor a SIGTERM.
-			if store != nil {
+			if t.resumer != nil {
 				h.touchAll(sweepEvery)
-				rs.sweep(time.Now())
+				t.resumer.sweep(time.Now())
 			}
 			for _, id := range h.idle(ho.IdleTimeout) {
-				h.o.warn("a session idle for %s: closing it", ho.IdleTimeout)
+				h.warn("a session idle for %s: closing it", ho.IdleTimeout)
 				go func() {
-					terminate(streamable, id)
+					terminate(t.streamable, id)
 					h.drop(id) // in case the transport no longer knew it
 				}()
 			}
@@ -239,27 +348,32 @@ func ServeHTTP(ctx context.Context, o Options, ho HTTPOptions) (err error) {
 			h.closeAll()
 			return err
 		case <-ctx.Done():
-			// The drain: no new session or call, the calls in flight
-			// finish (bounded); then the sessions, then the listener.
-			if ho.DrainTimeout > 0 {
-				h.o.logger().Info("draining: new sessions and calls get 503", "timeout", ho.DrainTimeout.String(), "in_flight", drain.posts.Load())
-				began := time.Now()
-				if left := drain.drain(ho.DrainTimeout); left > 0 {
-					h.o.logger().Warn(fmt.Sprintf("drain: %d request(s) still running after %s; ending them", left, ho.DrainTimeout))
-				} else {
-					h.o.logger().Info("drained", "took", time.Since(began).Round(time.Millisecond).String())
-				}
-			}
-			// Sessions first, so in-flight calls end; then the listener.
-			h.closeAll()
-			streamable.CloseSessions(context.Background())
-			sctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
-			defer cancel()
-			if err := hs.Shutdown(sctx); err != nil {
-				hs.Close()
-			}
+			t.stop(ho, hs)
 			return nil
 		}
+	}
+}
+
+// stop is the drain: no new session or call, the calls in flight finish
+// (bounded); then the sessions, then the listener.
+func (t *httpTransport) stop(ho HTTPOptions, hs *http.Server) {
+	h := t.h
+	if ho.DrainTimeout > 0 {
+		h.o.logger().Info("draining: new sessions and calls get 503", "timeout", ho.DrainTimeout.String(), "in_flight", t.drain.posts.Load())
+		began := time.Now()
+		if left := t.drain.drain(ho.DrainTimeout); left > 0 {
+			h.o.logger().Warn(fmt.Sprintf("drain: %d request(s) still running after %s; ending them", left, ho.DrainTimeout))
+		} else {
+			h.o.logger().Info("drained", "took", time.Since(began).Round(time.Millisecond).String())
+		}
+	}
+	// Sessions first, so in-flight calls end; then the listener.
+	h.closeAll()
+	t.streamable.CloseSessions(context.Background())
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
 	}
 }
 
@@ -417,7 +531,7 @@ func writeRPCErrorWith(w http.ResponseWriter, status int, id any, code int, msg 
 // holds one drives that sandbox) and forgets them when they end, so an
 // ended session answers 404 and the client starts a new one.
 type idManager struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards live
 	live map[string]bool
 }
 

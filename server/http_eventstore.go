@@ -41,7 +41,7 @@ const eventOverhead = 96
 // in-memory store keeps every event of a session until it ends, which for
 // a long session of chatty shell calls grows without limit.
 type boundedEventStore struct {
-	mu       sync.Mutex
+	mu       sync.Mutex // guards every field below
 	seq      int64
 	perSt    int
 	perSess  int
