@@ -128,6 +128,19 @@ func running(ps []proc) []proc {
 	return out
 }
 
+// ownHolders are server's loopback holders themselves (argv[1] is the
+// hidden subcommand), not the bubblewraps around them.
+func ownHolders(server int) []proc {
+	var out []proc
+	for _, p := range ownProcs(server, "__loopback-hold") {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.pid))
+		if argv := strings.Split(string(b), "\x00"); len(argv) > 1 && argv[1] == "__loopback-hold" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // waitOwn waits (bounded) for a process of server's with marker and
 // returns them all.
 func waitOwn(t *testing.T, server int, marker string) []proc {
@@ -183,7 +196,7 @@ func TestTerminalTools(t *testing.T) {
 		// A root server's session holds its loopback in a holder process;
 		// a user server's holder ends once its namespaces are open (the
 		// server's descriptors keep them; README, "Terminals").
-		if hs := ownProcs(pid, "__loopback-hold"); id.root && len(hs) != 1 || !id.root && len(hs) != 0 {
+		if hs := ownHolders(pid); id.root && len(hs) != 1 || !id.root && len(hs) != 0 {
 			t.Errorf("holders once a terminal runs: %v", hs)
 		}
 		m.termUntil(t, repl, ">>>")
