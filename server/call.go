@@ -83,7 +83,7 @@ func (h *Hub) pipeline(ctx context.Context, f tools.Facts, req mcp.CallToolReque
 	// (the tool's own, or its hooks') takes a slot, or is refused at
 	// once.
 	if f.Processes || s.hooks.active(f.Name) {
-		release, err := s.ProcessCall()
+		release, err := s.sb.ProcessCall()
 		if err != nil {
 			return mcp.NewToolResultError(err.Error()), nil
 		}
@@ -124,7 +124,7 @@ func (h *Hub) pipeline(ctx context.Context, f tools.Facts, req mcp.CallToolReque
 // it, or learn that one happened (README, "Approval (escalation)").
 func (h *Hub) approve(ctx context.Context, s *Session, f tools.Facts, req mcp.CallToolRequest, res *mcp.CallToolResult) *mcp.CallToolResult {
 	name, op := f.Name, f.Approval
-	if res == nil || !res.IsError || op == "" || s.Files == nil {
+	if res == nil || !res.IsError || op == "" || s.sb.Files == nil {
 		return res
 	}
 	// Only the outside-roots rule may be approved: a symlink, masked,
@@ -140,29 +140,29 @@ func (h *Hub) approve(ctx context.Context, s *Session, f tools.Facts, req mcp.Ca
 	// while after the human said no (the model could otherwise ask until
 	// a tired human clicks yes).
 	if !s.asking.TryLock() {
-		s.Audit.Escalation(name, "", "not-asked-another-pending")
+		s.sb.Audit.Escalation(name, "", "not-asked-another-pending")
 		return res
 	}
 	defer s.asking.Unlock()
 	if until := s.quietUntil.Load(); until != 0 && time.Now().UnixNano() < until {
-		s.Audit.Escalation(name, "", "not-asked-after-decline")
+		s.sb.Audit.Escalation(name, "", "not-asked-after-decline")
 		return res
 	}
 	path, _ := req.GetArguments()["path"].(string)
-	abs, display, err := s.Files.Resolve(path)
+	abs, display, err := s.sb.Files.Resolve(path)
 	if err != nil {
 		return res
 	}
-	if confine.Within(abs, s.Policy.Workdir()) {
+	if confine.Within(abs, s.sb.Policy.Workdir()) {
 		// The path names a place inside the worktree, so the walk left the
 		// roots through a symlink: final, never a question (README,
 		// "Approval (escalation)").
-		s.Audit.Escalation(name, abs, "not-asked-symlink")
+		s.sb.Audit.Escalation(name, abs, "not-asked-symlink")
 		return res
 	}
-	grant, err := s.Files.Grant(filepath.Dir(abs))
+	grant, err := s.sb.Files.Grant(filepath.Dir(abs))
 	if err != nil {
-		s.Audit.Escalation(name, abs, "not-grantable")
+		s.sb.Audit.Escalation(name, abs, "not-grantable")
 		return res
 	}
 	defer grant.Close()
@@ -174,7 +174,7 @@ func (h *Hub) approve(ctx context.Context, s *Session, f tools.Facts, req mcp.Ca
 			// The path is the model's text: quoted, so a name holding a
 			// newline or a sentence cannot pose as the server's words.
 			Message: fmt.Sprintf("The agent's %s wants to %s %q, which is outside this session's %s sandbox roots. Allow this one %s? (Only this call; masked paths stay refused.)",
-				name, op, display, s.Policy.Mode(), op),
+				name, op, display, s.sb.Policy.Mode(), op),
 			RequestedSchema: map[string]any{
 				"type": "object",
 				"properties": map[string]any{
@@ -185,7 +185,7 @@ func (h *Hub) approve(ctx context.Context, s *Session, f tools.Facts, req mcp.Ca
 		},
 	})
 	if err != nil {
-		s.Audit.Escalation(name, abs, "unanswered")
+		s.sb.Audit.Escalation(name, abs, "unanswered")
 		return res
 	}
 	approved := false
@@ -195,11 +195,11 @@ func (h *Hub) approve(ctx context.Context, s *Session, f tools.Facts, req mcp.Ca
 		}
 	}
 	if !approved {
-		s.Audit.Escalation(name, abs, "declined")
+		s.sb.Audit.Escalation(name, abs, "declined")
 		s.quietUntil.Store(time.Now().Add(quietAfterDecline).UnixNano())
 		return res
 	}
-	s.Audit.Escalation(name, abs, "approved")
+	s.sb.Audit.Escalation(name, abs, "approved")
 	if t, ok := tools.Build(name, s.deps(grant)); ok {
 		if again, err := t.Handler(ctx, req); err == nil && again != nil {
 			return again

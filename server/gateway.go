@@ -95,7 +95,7 @@ func gatewayLine(servers []config.MCPServer) string {
 // naming the MCP servers behind it and the network each has (host: the one
 // spawn that keeps the host's).
 func (s *Session) startupLine() string {
-	line := s.Session.StartupLine()
+	line := s.sb.StartupLine()
 	if len(s.h.o.Config.MCPServers) > 0 {
 		line += "; MCP servers: " + gatewayLine(s.h.o.Config.MCPServers)
 	}
@@ -118,16 +118,16 @@ func (s *Session) startGateway() string {
 	if len(s.h.o.Config.MCPServers) == 0 || s.gw == nil {
 		return ""
 	}
-	grants := s.Launcher.Policy().HookGrants()
+	grants := s.sb.Launcher.Policy().HookGrants()
 	var wg sync.WaitGroup
 	for _, e := range s.h.o.Config.MCPServers {
 		for _, g := range grants {
-			if g.Refused != "" && slices.Contains(e.Grants, g.Command) && s.Launcher.Policy().Mode() != confine.ModeOff {
+			if g.Refused != "" && slices.Contains(e.Grants, g.Command) && s.sb.Launcher.Policy().Mode() != confine.ModeOff {
 				s.h.warnOnce("mcp_servers.%s: grant %s refused: %s (%s)", e.Name, g.Command, g.Refused, g.Detail)
 			}
 		}
 		srv := gateway.Start(gateway.Entry{Name: e.Name, Command: e.Command, Args: e.Args, Env: e.Env, Network: e.Network, Tools: e.Tools},
-			s.Launcher, s.h.o.logger().With("session", s.ID), s.gatewayChanged,
+			s.sb.Launcher, s.h.o.logger().With("session", s.sb.ID), s.gatewayChanged,
 			func(ctx context.Context, params map[string]any) {
 				s.notifyCall(ctx, "notifications/progress", params)
 			})
@@ -239,7 +239,7 @@ func (s *Session) gatewayHandler(srv *gateway.Server, published, own string) mcp
 			decision = "failed"
 			res = mcp.NewToolResultError(err.Error())
 		}
-		s.Audit.Write(session.Record{Tool: published, Decision: decision})
+		s.sb.Audit.Write(session.Record{Tool: published, Decision: decision})
 		return res, nil
 	}
 }

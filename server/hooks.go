@@ -42,7 +42,7 @@ func newSessionHooks(s *Session) *sessionHooks {
 	if len(hs) == 0 {
 		return h
 	}
-	h.r, h.err = hooks.New(s.Launcher, s.ID, hs)
+	h.r, h.err = hooks.New(s.sb.Launcher, s.sb.ID, hs)
 	return h
 }
 
@@ -60,8 +60,8 @@ func (h *sessionHooks) start(ctx context.Context) (warning, context string) {
 	if h.r == nil {
 		return "", ""
 	}
-	for _, g := range h.s.Launcher.Policy().HookGrants() {
-		if g.Refused != "" && h.s.Launcher.Policy().Mode() != confine.ModeOff {
+	for _, g := range h.s.sb.Launcher.Policy().HookGrants() {
+		if g.Refused != "" && h.s.sb.Launcher.Policy().Mode() != confine.ModeOff {
 			h.s.h.warnOnce("hooks: %s is not run under the sandbox: %s (%s); the hook fails each time it is due", g.Command, g.Refused, g.Detail)
 		}
 	}
@@ -164,14 +164,14 @@ func (h *sessionHooks) end(ctx context.Context) {
 
 // denial is the typed refusal the model reads when a hook stopped a call.
 func (h *sessionHooks) denial(tool, text string) *mcp.CallToolResult {
-	mode := string(h.s.Launcher.Policy().Mode())
+	mode := string(h.s.sb.Launcher.Policy().Mode())
 	return tools.DenialResult(tools.Denial{Denied: true, Tool: tool, Mode: mode, Rule: HookRule}, text)
 }
 
 // audit writes one record per hook run.
 func (h *sessionHooks) audit(tool string, out hooks.Outcome) {
 	for _, r := range out.Runs {
-		auditHook(h.s.Audit, r, tool)
+		auditHook(h.s.sb.Audit, r, tool)
 	}
 }
 

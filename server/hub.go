@@ -423,7 +423,7 @@ func (h *Hub) applyRoots(ctx context.Context, s *Session) error {
 		s.log.Warn("roots/list failed; the worktree stays as the server was started", "error", err.Error())
 		return nil
 	}
-	dir, err := narrowedRoot(s.Policy.Workdir(), roots)
+	dir, err := narrowedRoot(s.sb.Policy.Workdir(), roots)
 	if err != nil {
 		return err
 	}
@@ -433,7 +433,7 @@ func (h *Hub) applyRoots(ctx context.Context, s *Session) error {
 	if err := s.narrowWorkdir(dir); err != nil {
 		return fmt.Errorf("the client's roots cannot narrow this session: %w", err)
 	}
-	s.Audit.Lifecycle("session-roots", "worktree narrowed to the client's roots")
+	s.sb.Audit.Lifecycle("session-roots", "worktree narrowed to the client's roots")
 	return nil
 }
 

@@ -134,7 +134,7 @@ func (l *sessionLog) WithGroup(name string) slog.Handler {
 
 // newSessionLogger is the logger of session s over the server's logger.
 func newSessionLogger(base *slog.Logger, s *Session) *slog.Logger {
-	return slog.New(&sessionLog{base: base.Handler().WithAttrs([]slog.Attr{slog.String("session", s.ID)}), s: s})
+	return slog.New(&sessionLog{base: base.Handler().WithAttrs([]slog.Attr{slog.String("session", s.sb.ID)}), s: s})
 }
 
 // setClientLevel records the level the client asked for with

@@ -22,7 +22,7 @@ func (s *Session) openMemory() error {
 	if !slices.ContainsFunc(s.Tools, func(t string) bool { f, _ := tools.FactsOf(t); return f.Memory != "" }) {
 		return nil
 	}
-	st, err := memory.Open(s.h.o.Config.StateDir, s.h.o.Policy.Workdir(), s.Policy, memory.DefaultLimits)
+	st, err := memory.Open(s.h.o.Config.StateDir, s.h.o.Policy.Workdir(), s.sb.Policy, memory.DefaultLimits)
 	if err != nil {
 		return err
 	}

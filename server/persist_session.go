@@ -38,10 +38,10 @@ func (h *Hub) persistNew(s *Session, n Narrowing, params json.RawMessage) {
 	}
 	now := time.Now().UTC()
 	rec := &sessionRecord{
-		Version: recordVersion, MCPID: s.key, SessionID: s.ID,
-		Mode: string(s.Policy.Mode()), Network: string(s.Policy.Network()), DegradedShell: s.Degraded != "",
+		Version: recordVersion, MCPID: s.key, SessionID: s.sb.ID,
+		Mode: string(s.sb.Policy.Mode()), Network: string(s.sb.Policy.Network()), DegradedShell: s.sb.Degraded != "",
 		Tools: slices.Clone(s.Tools), AskedTools: slices.Clone(n.Tools),
-		Workdir: s.Policy.Workdir(), Scratch: s.Launcher.Scratch(),
+		Workdir: s.sb.Policy.Workdir(), Scratch: s.sb.Launcher.Scratch(),
 		Created: now, LastUsed: now,
 		Protocol: p.ProtocolVersion, ClientInfo: p.ClientInfo, Capabilities: p.Capabilities,
 	}
@@ -55,7 +55,7 @@ func (h *Hub) persistRoots(s *Session) {
 	if h.persist == nil || s.key == "" {
 		return
 	}
-	wd := s.Policy.Workdir()
+	wd := s.sb.Policy.Workdir()
 	ok := s.prepErr == nil
 	if err := h.persist.update(s.key, func(r *sessionRecord) { r.Workdir, r.RootsApplied = wd, ok }); err != nil {
 		s.log.Warn("the session's record was not updated", "error", err.Error())
@@ -68,9 +68,9 @@ func (h *Hub) suspend(s *Session) {
 	if h.persist == nil || s.key == "" {
 		return
 	}
-	s.Session.KeepScratch()
+	s.sb.KeepScratch()
 	h.persist.touch(s.key, time.Unix(0, s.lastActive.Load()).UTC(), 0)
-	s.Audit.Lifecycle("session-suspend", "kept for a restart (--persist-sessions)")
+	s.sb.Audit.Lifecycle("session-suspend", "kept for a restart (--persist-sessions)")
 }
 
 // resumed reports whether ctx is the replayed initialize of id, already
@@ -158,7 +158,7 @@ func (h *Hub) resume(ctx context.Context, id string) (*Session, error) {
 		delete(h.sessions, id)
 		h.mu.Unlock()
 		if err == nil {
-			s.Session.KeepScratch()
+			s.sb.KeepScratch()
 			s.Close()
 			err = errors.New("the server is shutting down")
 		}
@@ -197,20 +197,20 @@ func (h *Hub) rebuild(ctx context.Context, id string, rec *sessionRecord) (*Sess
 	sp.ready = func(s *Session) error {
 		fail := func(reason string) error {
 			h.o.logger().Warn("session resume refused", "mode", rec.Mode, "reason", reason)
-			s.Session.KeepScratch()
+			s.sb.KeepScratch()
 			refused = refuse(reason)
 			return refused
 		}
 		switch {
-		case s.Policy.Mode() != mode:
-			reason := fmt.Sprintf("it would run in sandbox %s here", s.Policy.Mode())
+		case s.sb.Policy.Mode() != mode:
+			reason := fmt.Sprintf("it would run in sandbox %s here", s.sb.Policy.Mode())
 			if d := h.o.Policy.Degraded(); d != "" {
 				reason += " (" + d + ")"
 			}
 			return fail(reason)
-		case string(s.Policy.Network()) != rec.Network:
-			return fail(fmt.Sprintf("its network would be %s here, not %s", s.Policy.Network(), rec.Network))
-		case s.Degraded != "" && !rec.DegradedShell:
+		case string(s.sb.Policy.Network()) != rec.Network:
+			return fail(fmt.Sprintf("its network would be %s here, not %s", s.sb.Policy.Network(), rec.Network))
+		case s.sb.Degraded != "" && !rec.DegradedShell:
 			return fail(session.DegradedShell)
 		}
 		for _, t := range s.Tools {
@@ -218,11 +218,11 @@ func (h *Hub) rebuild(ctx context.Context, id string, rec *sessionRecord) (*Sess
 				return fail(fmt.Sprintf("this server would give it the tool %s, which it did not have", t))
 			}
 		}
-		if rec.Workdir != s.Policy.Workdir() {
+		if rec.Workdir != s.sb.Policy.Workdir() {
 			if err := s.narrowWorkdir(rec.Workdir); err != nil {
 				return fail("its worktree cannot be restored: " + err.Error())
 			}
-			if s.Policy.Workdir() != rec.Workdir {
+			if s.sb.Policy.Workdir() != rec.Workdir {
 				return fail("its worktree cannot be restored")
 			}
 		}
@@ -239,6 +239,6 @@ func (h *Hub) rebuild(ctx context.Context, id string, rec *sessionRecord) (*Sess
 		h.o.logger().Warn("session resume refused", "mode", rec.Mode, "reason", err.Error())
 		return nil, refuse(err.Error())
 	}
-	s.Audit.Lifecycle("session-resume", "resumed after a server restart (--persist-sessions)")
+	s.sb.Audit.Lifecycle("session-resume", "resumed after a server restart (--persist-sessions)")
 	return s, nil
 }

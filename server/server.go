@@ -119,7 +119,7 @@ func parseNarrowing(caps mcp.ClientCapabilities) (n Narrowing, ok bool, err erro
 
 // Session is the MCP side of one sandbox session.
 type Session struct {
-	*session.Session
+	sb *session.Session // the sandbox session this MCP session drives (no MCP in it)
 	// Tools are the tools the session publishes.
 	Tools []string
 
@@ -252,7 +252,7 @@ func (h *Hub) buildSession(sp sessionSpec) (*Session, error) {
 	if o.Config.MaxConcurrentCalls > 0 {
 		max = o.Config.MaxConcurrentCalls
 	}
-	s.Session, err = session.Open(policy, tools.ChangesFiles(asked), req, session.Options{
+	s.sb, err = session.Open(policy, tools.ChangesFiles(asked), req, session.Options{
 		EnvPassthrough:  o.Config.EnvPassthrough,
 		ScratchParent:   o.ScratchParent,
 		FileLayer:       true,
@@ -274,14 +274,14 @@ func (h *Hub) buildSession(sp sessionSpec) (*Session, error) {
 		return nil, err
 	}
 	if o.Metrics != nil {
-		s.Launcher.SetStartObserver(o.Metrics.SandboxStarted)
+		s.sb.Launcher.SetStartObserver(o.Metrics.SandboxStarted)
 	}
 	s.log = newSessionLogger(o.logger(), s)
-	s.Violations.Observe(s.violationAdded)
+	s.sb.Violations.Observe(s.violationAdded)
 	s.lastActive.Store(time.Now().UnixNano())
 	// No race-safe file layer in this build (macOS): only the tools that
 	// need none, rather than file tools that could not be confined.
-	s.scope.NoFiles = s.NoFileLayer != ""
+	s.scope.NoFiles = s.sb.NoFileLayer != ""
 	if why := s.noTerminals(); why != "" {
 		// No session loopback here (macOS, or no nsenter): no terminal
 		// tools rather than ones that could only fail.
@@ -289,7 +289,7 @@ func (h *Hub) buildSession(sp sessionSpec) (*Session, error) {
 		s.notices = append(s.notices, "terminal tools not offered: "+why)
 	}
 	if s.Tools, err = s.scope.publish(nil); err != nil {
-		s.Session.Close()
+		s.sb.Close()
 		return nil, err
 	}
 	if err := s.openMemory(); err != nil {
@@ -308,11 +308,11 @@ func (s *Session) start(ctx context.Context) {
 	for _, n := range s.notices {
 		s.h.warnOnce("%s", n)
 	}
-	s.preamble = Preamble(ctx, s.Launcher, s.h.o.Config.AllowDomains, s.Degraded)
+	s.preamble = Preamble(ctx, s.sb.Launcher, s.h.o.Config.AllowDomains, s.sb.Degraded)
 	s.preamble += s.startGateway()
-	if s.NoFileLayer != "" {
-		s.preamble += "- only the shell is offered: " + s.NoFileLayer + "; read and edit files with shell commands.\n"
-		s.h.warnOnce("file tools not offered: %s; sessions publish the shell only", s.NoFileLayer)
+	if s.sb.NoFileLayer != "" {
+		s.preamble += "- only the shell is offered: " + s.sb.NoFileLayer + "; read and edit files with shell commands.\n"
+		s.h.warnOnce("file tools not offered: %s; sessions publish the shell only", s.sb.NoFileLayer)
 	}
 	s.preamble += s.memoryPreamble()
 	if warning, extra := s.hooks.start(ctx); warning != "" || extra != "" {
@@ -322,21 +322,21 @@ func (s *Session) start(ctx context.Context) {
 		}
 		s.preamble += extra
 	}
-	s.Audit.Lifecycle("session-start", s.h.t.name()+"; tools "+strings.Join(s.Tools, ","))
+	s.sb.Audit.Lifecycle("session-start", s.h.t.name()+"; tools "+strings.Join(s.Tools, ","))
 }
 
 // deps are the tools' dependencies on this session, over the file layer
 // files (the session's, or one with an approved grant).
 func (s *Session) deps(files *confine.FileAccess) tools.Deps {
-	return tools.Deps{Policy: s.Policy, Launcher: s.Launcher, Files: files, Memory: s.memory, Terminals: s.Session.Terminals,
-		Audit: session.Recorder{Audit: s.Audit, Violations: s.Violations}, Bounds: s.h.o.Bounds,
-		Notify: s.notifyCall, NetViolations: s.Session.NetViolations}
+	return tools.Deps{Policy: s.sb.Policy, Launcher: s.sb.Launcher, Files: files, Memory: s.memory, Terminals: s.sb.Terminals,
+		Audit: session.Recorder{Audit: s.sb.Audit, Violations: s.sb.Violations}, Bounds: s.h.o.Bounds,
+		Notify: s.notifyCall, NetViolations: s.sb.NetViolations}
 }
 
 func (s *Session) buildHandlers() {
 	hs := map[string]tools.Tool{}
 	defs := map[string]mcp.Tool{}
-	for _, t := range tools.All(s.deps(s.Files)) {
+	for _, t := range tools.All(s.deps(s.sb.Files)) {
 		if slices.Contains(s.Tools, t.Name) {
 			hs[t.Name] = t
 			defs[t.Name] = t.Tool
@@ -359,7 +359,7 @@ func (s *Session) tool(name string) (tools.Tool, bool) {
 
 // logOpened records the session's opening.
 func (s *Session) logOpened() {
-	s.log.Info("session opened", "mode", string(s.Policy.Mode()), "network", string(s.Policy.Network()), "tools", strings.Join(s.Tools, ","))
+	s.log.Info("session opened", "mode", string(s.sb.Policy.Mode()), "network", string(s.sb.Policy.Network()), "tools", strings.Join(s.Tools, ","))
 }
 
 // logCall records one tool call (debug) and a denial (info), with the
@@ -400,7 +400,7 @@ func (s *Session) idleSince(now time.Time) time.Duration {
 // narrowWorkdir moves the session's worktree to dir, inside the current
 // one. Called before the session's first tool call only.
 func (s *Session) narrowWorkdir(dir string) error {
-	if err := s.Session.NarrowWorkdir(dir); err != nil {
+	if err := s.sb.NarrowWorkdir(dir); err != nil {
 		return err
 	}
 	s.buildHandlers()
@@ -417,10 +417,10 @@ func (s *Session) Close() error {
 			cancel()
 		}
 		s.closeGateway()
-		s.closeErr = s.Session.Close()
+		s.closeErr = s.sb.Close()
 		s.memory.Close()
 		// Not to the client: it may be gone (stdin closed, DELETE).
-		s.h.o.logger().Info("session closed", "session", s.ID)
+		s.h.o.logger().Info("session closed", "session", s.sb.ID)
 		s.h.o.Metrics.SessionClosed(s.closeReason())
 	})
 	return s.closeErr
@@ -428,13 +428,13 @@ func (s *Session) Close() error {
 
 // noTerminals says why this session cannot have terminals, "" when it can.
 func (s *Session) noTerminals() string {
-	if s.Session.Terminals == nil {
+	if s.sb.Terminals == nil {
 		return "this session has none"
 	}
-	if s.Policy.Mode() == confine.ModeOff {
+	if s.sb.Policy.Mode() == confine.ModeOff {
 		return ""
 	}
-	if err := s.Launcher.LoopbackAvailable(); err != nil {
+	if err := s.sb.Launcher.LoopbackAvailable(); err != nil {
 		return err.Error()
 	}
 	return ""

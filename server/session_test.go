@@ -13,24 +13,18 @@ import (
 
 	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/confine"
+	"github.com/evener-dev/evener-mcp/internal/sandboxtest"
 	"github.com/evener-dev/evener-mcp/tools"
 )
 
 func testOptions(t *testing.T, mode confine.Mode) Options {
 	t.Helper()
-	dir := t.TempDir()
-	wd := filepath.Join(dir, "wd")
-	if err := os.MkdirAll(wd, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(), "HOME="+filepath.Join(dir, "home"), "TMPDIR="+dir)
-	host := confine.Probe(confine.ProbeFull, env)
-	pol, err := confine.Resolve(confine.Spec{Mode: mode, ModeExplicit: true, Network: confine.NetworkOff, Workdir: wd,
-		Env: env, Home: filepath.Join(dir, "home"), ScratchRoot: dir, Limits: confine.DefaultLimits}, host)
-	if err != nil {
-		t.Skipf("this host cannot enforce %s: %v", mode, err)
-	}
-	return Options{Config: &config.Config{StateDir: filepath.Join(dir, "state")}, Policy: pol, Bounds: tools.DefaultBounds}
+	h := sandboxtest.NewHost(t)
+	spec := h.Spec(mode)
+	spec.Env = append(os.Environ(), "HOME="+h.Home, "TMPDIR="+h.Root)
+	spec.Home, spec.ScratchRoot, spec.Limits = h.Home, h.Root, confine.DefaultLimits
+	pol := sandboxtest.Resolve(t, spec, sandboxtest.Live(t, mode))
+	return Options{Config: &config.Config{StateDir: filepath.Join(h.Root, "state")}, Policy: pol, Bounds: tools.DefaultBounds}
 }
 
 // testHub is a hub over o with a stdio transport that no client reads,

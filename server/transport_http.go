@@ -227,8 +227,8 @@ func (t *httpTransport) initialize(ctx context.Context, params json.RawMessage) 
 		return err
 	}
 	s, err := h.open(ctx, n, id, func(s *Session) error {
-		if s.Degraded != "" {
-			s.log.Warn(s.Degraded)
+		if s.sb.Degraded != "" {
+			s.log.Warn(s.sb.Degraded)
 		}
 		return nil
 	})

@@ -67,7 +67,7 @@ func (h *Hub) addViolationsResource() {
 			if s == nil {
 				return nil, errSessionless
 			}
-			b, err := json.Marshal(violationsDoc{Violations: s.Violations.List()})
+			b, err := json.Marshal(violationsDoc{Violations: s.sb.Violations.List()})
 			if err != nil {
 				return nil, fmt.Errorf("violations: %w", err)
 			}
