@@ -81,11 +81,13 @@ type memoryViewArgs struct {
 }
 
 // MemoryViewResult is memory_view's structured result: a listing (files)
-// or a file's line range (the text is the result's text content).
+// or a file's line range (content, numbered as in the text content, which
+// is the same text: a client shows the model one or the other).
 type MemoryViewResult struct {
 	Scope      string         `json:"scope"`
 	Path       string         `json:"path,omitempty"`
 	Files      []memory.Entry `json:"files,omitempty"`
+	Content    *string        `json:"content,omitempty"`
 	TotalLines int            `json:"total_lines,omitempty"`
 	More       bool           `json:"more,omitempty"`
 }
@@ -102,6 +104,7 @@ func MemoryView(d Deps) Tool {
   "additionalProperties": false}`,
 			`{"type": "object", "properties": {"scope": {"type": "string"}, "path": {"type": "string"},
     "files": {"type": "array", "items": {"type": "object", "properties": {"path": {"type": "string"}, "size": {"type": "integer"}, "first_line": {"type": "string"}}, "required": ["path", "size"]}},
+    "content": {"type": "string", "description": "A file's lines, each after its number and a tab."},
     "total_lines": {"type": "integer"}, "more": {"type": "boolean"}},
   "required": ["scope"]}`),
 		annotations("View memory", true, false, true, false),
@@ -167,7 +170,9 @@ func MemoryView(d Deps) Tool {
 				b.WriteByte('\n')
 			}
 		}
-		return mcp.NewToolResultStructured(res, b.String()), nil
+		content := b.String()
+		res.Content = &content
+		return mcp.NewToolResultStructured(res, content), nil
 	}))
 }
 

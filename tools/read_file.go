@@ -19,10 +19,17 @@ type readArgs struct {
 	Limit  int    `json:"limit,omitempty"`
 }
 
-// ReadResult is read_file's structured result. The text itself is the
-// result's text content, never duplicated here.
+// ReadResult is read_file's structured result: the text (Content) and what
+// the model needs to know about it. Some clients hand the model only the
+// structured content, others only the text content (README, "The tools"):
+// the text content is the same text, byte for byte, with nothing added, so
+// either kind of client shows the model the file once.
 type ReadResult struct {
-	Path       string `json:"path"`
+	Path string `json:"path"`
+	// Content is the requested lines, byte-exact (bytes that are not UTF-8
+	// shown as \xNN, with NonUTF8 set); empty for a binary file or an
+	// image (an image is the result's image content).
+	Content    string `json:"content"`
 	Size       int64  `json:"size"`
 	TotalLines int    `json:"total_lines"`
 	Offset     int    `json:"offset"`
@@ -47,11 +54,12 @@ const readSchema = `{
 const readOutputSchema = `{
   "type": "object",
   "properties": {
-    "path": {"type": "string"}, "size": {"type": "integer"}, "total_lines": {"type": "integer"},
+    "path": {"type": "string"}, "content": {"type": "string", "description": "The requested lines, byte-exact; empty for binary files and images."},
+    "size": {"type": "integer"}, "total_lines": {"type": "integer"},
     "offset": {"type": "integer"}, "lines": {"type": "integer"}, "more": {"type": "boolean"},
     "binary": {"type": "boolean"}, "non_utf8": {"type": "boolean"}, "mime_type": {"type": "string"}
   },
-  "required": ["path", "size", "total_lines", "offset", "lines", "more", "binary", "non_utf8"]
+  "required": ["path", "content", "size", "total_lines", "offset", "lines", "more", "binary", "non_utf8"]
 }`
 
 var imageMagic = []struct {
@@ -120,6 +128,7 @@ func ReadFile(d Deps) Tool {
 			res.NonUTF8 = true
 			text = escapeInvalidUTF8(text)
 		}
+		res.Content = text
 		return mcp.NewToolResultStructured(res, text), nil
 	}))
 }

@@ -238,6 +238,7 @@ func TerminalClose(d Deps) Tool {
 			return nil, err
 		}
 		d.recordTerminal("terminal_close", a.ID, "", r.ExitCode)
+		r.Text = termsafe.Clean(r.Text)
 		return mcp.NewToolResultStructured(r, "terminal "+a.ID+" closed"), nil
 	}))
 }
