@@ -66,11 +66,13 @@ type ccResult struct {
 // fakeModel is the scripted Messages API.
 type fakeModel struct {
 	steps []ccStep
-	// mu guards results, others and bad.
+	// mu guards every field below.
 	mu      sync.Mutex
 	results map[int]ccResult // by step
+	offered map[string]bool  // the tools the main loop offered the model
+	main    int              // requests of the main loop
 	others  int              // requests outside the script (titles, summaries, token counts)
-	bad     []string         // requests the script could not answer
+	bad     []string         // requests the script could not answer, or without the test's key
 }
 
 // serveHTTP answers /v1/messages: a request that offers evener-mcp's tools
@@ -78,6 +80,11 @@ type fakeModel struct {
 // its history, so a retried request gets the same answer.
 func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	if r.Header.Get("X-Api-Key") != "test-key" {
+		f.mu.Lock()
+		f.bad = append(f.bad, r.Method+" "+r.URL.Path+" without the test's API key")
+		f.mu.Unlock()
+	}
 	if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/v1/messages") {
 		f.mu.Lock()
 		f.bad = append(f.bad, r.Method+" "+r.URL.Path)
@@ -119,16 +126,26 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeMessage(w, req.Stream, req.Model, "end_turn", map[string]any{"type": "text", "text": "evener"})
 		return
 	}
+	f.mu.Lock()
+	f.main++
+	for _, tl := range req.Tools {
+		f.offered[tl.Name] = true
+	}
+	f.mu.Unlock()
 	step := 0
 	for _, m := range req.Messages {
 		if m.Role == "assistant" {
 			step++
 		}
 	}
-	if step > 0 && len(req.Messages) > 0 {
-		last := req.Messages[len(req.Messages)-1]
+	// Every request carries the whole history: a result is recorded from
+	// the first request that holds it (a later one may have it compacted).
+	for _, m := range req.Messages {
+		if m.Role != "user" {
+			continue
+		}
 		var blocks []json.RawMessage
-		_ = json.Unmarshal(last.Content, &blocks)
+		_ = json.Unmarshal(m.Content, &blocks)
 		for _, b := range blocks {
 			var tr struct {
 				Type      string          `json:"type"`
@@ -146,7 +163,9 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			res := ccResult{raw: b, isError: tr.IsError}
 			res.texts, res.images = toolResultContent(tr.Content)
 			f.mu.Lock()
-			f.results[i] = res
+			if _, seen := f.results[i]; !seen {
+				f.results[i] = res
+			}
 			f.mu.Unlock()
 		}
 	}
@@ -333,14 +352,18 @@ func TestClaudeCode(t *testing.T) {
 					entry = map[string]any{"type": "http", "url": e.serve(t, flags...).url}
 				}
 				steps := claudeSteps(e, png)
-				fm := &fakeModel{steps: steps, results: map[int]ccResult{}}
+				fm := &fakeModel{steps: steps, results: map[int]ccResult{}, offered: map[string]bool{}}
 				out := runClaude(t, e, bin, fm, entry)
 				fm.mu.Lock()
 				defer fm.mu.Unlock()
+				t.Logf("Messages API: %d requests of the script, %d others", fm.main, fm.others)
 				if len(fm.bad) > 0 {
-					t.Logf("requests outside the Messages API: %v", fm.bad)
+					t.Errorf("requests the fake API did not expect: %v", fm.bad)
 				}
 				for i, s := range steps {
+					if !fm.offered["mcp__evener__"+s.tool] {
+						t.Errorf("step %d: Claude Code did not offer the model mcp__evener__%s", i, s.tool)
+					}
 					r, ok := fm.results[i]
 					if !ok {
 						t.Errorf("step %d %s %v: no tool_result reached the model\nclaude output:\n%s", i, s.tool, s.input, out)
@@ -397,7 +420,7 @@ func runClaude(t *testing.T, e *env, bin string, fm *fakeModel, entry map[string
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-p", "Call each tool the script asks for.",
-		"--bare", "--strict-mcp-config", "--mcp-config", cfg,
+		"--strict-mcp-config", "--mcp-config", cfg,
 		"--allowedTools", "mcp__evener", "--tools", "",
 		"--output-format", "json", "--no-session-persistence", "--max-turns", "100")
 	cmd.Dir = e.work
