@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -75,7 +74,7 @@ type fakeModel struct {
 	bad     []string         // requests the script could not answer, or without the test's key
 }
 
-// serveHTTP answers /v1/messages: a request that offers evener-mcp's tools
+// ServeHTTP answers /v1/messages: a request that offers evener-mcp's tools
 // is the session's main loop; its step is the number of assistant turns in
 // its history, so a retried request gets the same answer.
 func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -402,14 +401,7 @@ func TestClaudeCode(t *testing.T) {
 // (and its tools allowed), bounded in time. It returns Claude Code's output.
 func runClaude(t *testing.T, e *env, bin string, fm *fakeModel, entry map[string]any) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := httptest.NewUnstartedServer(fm)
-	api.Listener.Close()
-	api.Listener = ln
-	api.Start()
+	api := httptest.NewServer(fm) // on 127.0.0.1
 	t.Cleanup(api.Close)
 	home := filepath.Join(e.root, "claude-home")
 	mustMkdir(t, home)
@@ -419,6 +411,10 @@ func runClaude(t *testing.T, e *env, bin string, fm *fakeModel, entry map[string
 	e.chown(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	// The tools are allowed by name (--allowedTools mcp__evener), the way
+	// that works for both identities: Claude Code refuses
+	// --dangerously-skip-permissions as root. Built-in tools are off, so
+	// the model is offered evener-mcp's alone.
 	cmd := exec.CommandContext(ctx, bin, "-p", "Call each tool the script asks for.",
 		"--strict-mcp-config", "--mcp-config", cfg,
 		"--allowedTools", "mcp__evener", "--tools", "",
@@ -443,7 +439,7 @@ func runClaude(t *testing.T, e *env, bin string, fm *fakeModel, entry map[string
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	cmd.WaitDelay = 10 * time.Second
-	err = cmd.Run()
+	err := cmd.Run()
 	out := fmt.Sprintf("stdout:\n%s\nstderr:\n%s", so.String(), se.String())
 	if ctx.Err() != nil {
 		t.Fatalf("claude -p did not finish within 5 minutes\n%s", out)
