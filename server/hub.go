@@ -127,6 +127,14 @@ func newHub(ctx context.Context, o Options, t transport) (*Hub, error) {
 		mcpserver.WithHooks(hooks),
 		mcpserver.WithToolFilter(h.filterTools),
 	)
+	// The client's initialized (a notification: the library runs no
+	// request hook for it): from now on the client may be told its tools
+	// changed (gateway.go).
+	h.srv.AddNotificationHandler(string(mcp.MethodNotificationInitialized), func(ctx context.Context, _ mcp.JSONRPCNotification) {
+		if s := h.lookup(ctx); s != nil {
+			s.gatewayInitialized()
+		}
+	})
 	published := o.Config.Tools
 	if published == nil {
 		published = tools.Names()
@@ -227,10 +235,10 @@ func (h *Hub) onRequest(ctx context.Context, _ any, message any) error {
 			s.setClientLevel(p.Level)
 		}
 		return nil
-	case req.Method == string(mcp.MethodNotificationInitialized), req.Method == string(mcp.MethodServerDiscover):
-		// The client may be told of changes from now on (gateway.go); a
-		// client on the sessionless revision sends no initialized, and
-		// discovers instead.
+	case req.Method == string(mcp.MethodServerDiscover):
+		// A client on the sessionless revision sends no initialized
+		// (newHub), and discovers instead: it may be told of changes of
+		// its tools from now on (gateway.go).
 		if s := h.lookup(ctx); s != nil {
 			s.gatewayInitialized()
 		}
