@@ -38,6 +38,16 @@ func (e *env) raw(t *testing.T, flags ...string) *rawConn {
 // rawWith is raw with the client's capabilities (JSON) in initialize.
 func (e *env) rawWith(t *testing.T, caps string, flags ...string) *rawConn {
 	t.Helper()
+	rc := e.rawStart(t, flags...)
+	rc.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":` + caps + `,"clientInfo":{"name":"raw","version":"1"}}}`)
+	rc.expect(0)
+	rc.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return rc
+}
+
+// rawStart starts the stdio server with flags and no handshake.
+func (e *env) rawStart(t *testing.T, flags ...string) *rawConn {
+	t.Helper()
 	e.chown(t)
 	cmd := exec.Command(binPath, flags...)
 	cmd.Env = e.serverEnv(t)
@@ -71,9 +81,6 @@ func (e *env) rawWith(t *testing.T, caps string, flags ...string) *rawConn {
 			cmd.Process.Kill()
 		}
 	})
-	rc.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":` + caps + `,"clientInfo":{"name":"raw","version":"1"}}}`)
-	rc.expect(0)
-	rc.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return rc
 }
 

@@ -2,11 +2,11 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/evener-dev/evener-mcp/config"
@@ -106,10 +106,94 @@ func (s *Session) startupLine() string {
 type sessionGateway struct {
 	servers []*gateway.Server
 	ready   chan struct{}
-	// listed is set once the client asked for the session's tools: a
-	// change before that needs no notification (nor may one precede the
-	// client's initialize).
-	listed atomic.Bool
+
+	// The client is told its tool list changed (tools/list_changed) once
+	// per change of the gateway tools it would list, never before its
+	// notifications/initialized, and not for a change that the list it is
+	// being served already holds.
+	mu sync.Mutex // guards the fields below
+	// initialized is set by the client's notifications/initialized.
+	initialized bool
+	// listing counts the client's tools/list requests waiting for the
+	// instances' first start (waitGateway): what changes meanwhile is in
+	// the list they are served.
+	listing int
+	// cur is the signature (toolSig) of the gateway tools the session
+	// publishes now; seen that of those the client last saw: in a list
+	// it was served, or at the initialize answer (before which it can
+	// have seen none), or announced by a notification.
+	cur, seen string
+}
+
+// toolSig is the signature of a list of gateway tools: their names and
+// definitions, in name order. Our own tools are left out: they change only
+// with the roots, which narrow the worktree before the first call.
+func toolSig(ts []mcp.Tool) string {
+	var gw []mcp.Tool
+	for _, t := range ts {
+		if strings.Contains(t.Name, gateway.Sep) {
+			gw = append(gw, t)
+		}
+	}
+	slices.SortFunc(gw, func(a, b mcp.Tool) int { return strings.Compare(a.Name, b.Name) })
+	var b strings.Builder
+	for _, t := range gw {
+		j, err := json.Marshal(t)
+		if err != nil {
+			j = []byte(t.Name)
+		}
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// dueLocked says whether the client must be told of a change now, and if
+// so records it as told. g.mu is held.
+func (g *sessionGateway) dueLocked() bool {
+	if !g.initialized || g.listing > 0 || g.cur == g.seen {
+		return false
+	}
+	g.seen = g.cur
+	return true
+}
+
+// gatewayAnswered: the client's initialize is being answered; it has seen
+// no tool yet, so what the session publishes now is its starting point.
+func (s *Session) gatewayAnswered() {
+	if s.gw == nil {
+		return
+	}
+	s.gw.mu.Lock()
+	s.gw.seen = s.gw.cur
+	s.gw.mu.Unlock()
+}
+
+// gatewayInitialized: the client sent notifications/initialized; a change
+// since its initialize was answered is told now, once.
+func (s *Session) gatewayInitialized() {
+	if s.gw == nil {
+		return
+	}
+	s.gw.mu.Lock()
+	s.gw.initialized = true
+	due := s.gw.dueLocked()
+	s.gw.mu.Unlock()
+	if due {
+		s.notifyClient(string(mcp.MethodNotificationToolsListChanged), map[string]any{})
+	}
+}
+
+// gatewayListed records the tools a tools/list served the client. s.mu is
+// held.
+func (s *Session) gatewayListedLocked(served []mcp.Tool) {
+	if s.gw == nil {
+		return
+	}
+	sig := toolSig(served)
+	s.gw.mu.Lock()
+	s.gw.seen = sig
+	s.gw.mu.Unlock()
 }
 
 // startGateway starts the session's instances and returns the preamble's
@@ -162,20 +246,29 @@ func (s *Session) gatewayStatus() string {
 }
 
 // waitGateway waits (bounded) for the session's instances' first start,
-// so that their tools are in the first tools/list.
+// so that their tools are in the first tools/list; a change meanwhile is
+// in that list, so it is not announced.
 func (s *Session) waitGateway() {
 	if s.gw == nil || len(s.gw.servers) == 0 {
 		return
 	}
+	s.gw.mu.Lock()
+	s.gw.listing++
+	s.gw.mu.Unlock()
+	defer func() {
+		s.gw.mu.Lock()
+		s.gw.listing--
+		s.gw.mu.Unlock()
+	}()
 	select {
 	case <-s.gw.ready:
 	case <-time.After(gateway.InitTimeout + 2*time.Second):
 	}
-	s.gw.listed.Store(true)
 }
 
 // gatewayChanged rebuilds the session's definitions after one of its
-// servers came up, went or changed its tools, and tells the client.
+// servers came up, went or changed its tools, and tells the client when
+// what it would list changed (sessionGateway).
 func (s *Session) gatewayChanged() {
 	s.mu.Lock()
 	if s.handlers == nil {
@@ -189,12 +282,17 @@ func (s *Session) gatewayChanged() {
 		}
 	}
 	added := s.addGateway(s.handlers, s.defs)
-	s.mu.Unlock()
+	// Registered before the lock is let go: a tools/list served after it
+	// lists what cur says (the library lists only registered names).
 	s.h.gw.register(added)
-	if !s.gw.listed.Load() {
-		return
+	s.gw.mu.Lock()
+	s.gw.cur = toolSig(added)
+	due := s.gw.dueLocked()
+	s.gw.mu.Unlock()
+	s.mu.Unlock()
+	if due {
+		s.notifyClient(string(mcp.MethodNotificationToolsListChanged), map[string]any{})
 	}
-	s.notifyClient(string(mcp.MethodNotificationToolsListChanged), map[string]any{})
 }
 
 // addGateway adds the session's gateway tools to hs and defs and returns

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -327,28 +328,56 @@ func TestRefusalLog(t *testing.T) {
 	}
 }
 
+// TestNoBrowser: a request carrying an Origin is served only when that
+// origin is the listener's own (the address the connection came in on);
+// every other origin, and every Sec-Fetch-Site but same-origin, is refused.
 func TestNoBrowser(t *testing.T) {
 	h := noBrowser(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	v4 := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8787}
+	v6 := &net.TCPAddr{IP: net.IPv6loopback, Port: 8787}
 	for _, c := range []struct {
+		local    *net.TCPAddr
 		hdr, val string
 		want     int
 	}{
-		{"", "", http.StatusOK},
-		// A page on another localhost port was let through before.
-		{"Origin", "http://localhost:3000", http.StatusForbidden},
-		{"Origin", "http://127.0.0.1:8787", http.StatusForbidden},
-		{"Origin", "null", http.StatusForbidden},
-		{"Origin", "https://evil.example", http.StatusForbidden},
-		{"Sec-Fetch-Site", "same-site", http.StatusForbidden},
+		{v4, "", "", http.StatusOK},
+		// The listener's own origin, in each spelling of its address.
+		{v4, "Origin", "http://127.0.0.1:8787", http.StatusOK},
+		{v4, "Origin", "http://localhost:8787", http.StatusOK},
+		{v4, "Origin", "http://LOCALHOST:8787", http.StatusOK},
+		{v6, "Origin", "http://[::1]:8787", http.StatusOK},
+		{v6, "Origin", "http://localhost:8787", http.StatusOK},
+		{v4, "Sec-Fetch-Site", "same-origin", http.StatusOK},
+		// A page on another localhost port, another scheme, another
+		// spelling of another address, a rebound name.
+		{v4, "Origin", "http://localhost:3000", http.StatusForbidden},
+		{v4, "Origin", "http://127.0.0.1:8788", http.StatusForbidden},
+		{v4, "Origin", "http://127.0.0.1", http.StatusForbidden},
+		{v4, "Origin", "https://127.0.0.1:8787", http.StatusForbidden},
+		{v4, "Origin", "http://[::1]:8787", http.StatusForbidden},
+		{v6, "Origin", "http://127.0.0.1:8787", http.StatusForbidden},
+		{v4, "Origin", "http://127.0.0.2:8787", http.StatusForbidden},
+		{v4, "Origin", "http://[::ffff:127.0.0.1]:8787", http.StatusForbidden},
+		{v4, "Origin", "http://rebound.example:8787", http.StatusForbidden},
+		{v4, "Origin", "http://user@127.0.0.1:8787", http.StatusForbidden},
+		{v4, "Origin", "null", http.StatusForbidden},
+		{v4, "Origin", "https://evil.example", http.StatusForbidden},
+		{v4, "Sec-Fetch-Site", "same-site", http.StatusForbidden},
+		{v4, "Sec-Fetch-Site", "cross-site", http.StatusForbidden},
+		// No listener address in the context: no origin is its own.
+		{nil, "Origin", "http://127.0.0.1:8787", http.StatusForbidden},
 	} {
 		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		if c.local != nil {
+			r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, net.Addr(c.local)))
+		}
 		if c.hdr != "" {
 			r.Header.Set(c.hdr, c.val)
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		if w.Code != c.want {
-			t.Errorf("%s: %q: %d, want %d", c.hdr, c.val, w.Code, c.want)
+			t.Errorf("listener %v: %s: %q: %d, want %d", c.local, c.hdr, c.val, w.Code, c.want)
 		}
 	}
 }

@@ -89,6 +89,13 @@ func newHub(ctx context.Context, o Options, t transport) (*Hub, error) {
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
 		if s := h.lookup(ctx); s != nil && res != nil {
 			res.Instructions = s.preamble + s.gatewayStatus()
+			s.gatewayAnswered()
+		}
+		if res != nil && res.Capabilities.Tools != nil && len(o.Config.MCPServers) > 0 {
+			// listChanged only with MCP servers behind this one, whose
+			// tools may change; the notifications are the session's own
+			// (gateway.go), never the library's.
+			res.Capabilities.Tools.ListChanged = true
 		}
 		h.t.initialized(ctx, res)
 	})
@@ -98,9 +105,13 @@ func newHub(ctx context.Context, o Options, t transport) (*Hub, error) {
 	})
 	h.srv = mcpserver.NewMCPServer("evener-mcp", Version,
 		mcpserver.WithInstructions(instructions),
-		// listChanged only with MCP servers behind this one, whose tools
-		// may change (gateway.go).
-		mcpserver.WithToolCapabilities(len(o.Config.MCPServers) > 0),
+		// listChanged is never the library's: it would tell every
+		// initialized client of each name the gateway registers, one
+		// notification per downstream tool, before the client's
+		// initialized too. The initialize result advertises it (above)
+		// when MCP servers run behind this one, and each session tells
+		// its own client of its own changes (gateway.go).
+		mcpserver.WithToolCapabilities(false),
 		// Subscribe: the violations resource changes (violations.go).
 		mcpserver.WithResourceCapabilities(true, false),
 		// Neither input-schema validation nor panic recovery here: the
@@ -110,11 +121,20 @@ func newHub(ctx context.Context, o Options, t transport) (*Hub, error) {
 		// TypeScript client in integration/ (README, "Clients tested"); at
 		// run time it cost an encode, a decode and a walk of every result
 		// (12% of a read_file).
-		mcpserver.WithElicitation(),
+		// No elicitation here: it is a client's capability, which the
+		// server uses (call.go) and does not advertise.
 		mcpserver.WithLogging(),
 		mcpserver.WithHooks(hooks),
 		mcpserver.WithToolFilter(h.filterTools),
 	)
+	// The client's initialized (a notification: the library runs no
+	// request hook for it): from now on the client may be told its tools
+	// changed (gateway.go).
+	h.srv.AddNotificationHandler(string(mcp.MethodNotificationInitialized), func(ctx context.Context, _ mcp.JSONRPCNotification) {
+		if s := h.lookup(ctx); s != nil {
+			s.gatewayInitialized()
+		}
+	})
 	published := o.Config.Tools
 	if published == nil {
 		published = tools.Names()
@@ -215,7 +235,15 @@ func (h *Hub) onRequest(ctx context.Context, _ any, message any) error {
 			s.setClientLevel(p.Level)
 		}
 		return nil
-	case req.Method == string(mcp.MethodPing), req.Method == string(mcp.MethodServerDiscover),
+	case req.Method == string(mcp.MethodServerDiscover):
+		// A client on the sessionless revision sends no initialized
+		// (newHub), and discovers instead: it may be told of changes of
+		// its tools from now on (gateway.go).
+		if s := h.lookup(ctx); s != nil {
+			s.gatewayInitialized()
+		}
+		return nil
+	case req.Method == string(mcp.MethodPing),
 		strings.HasPrefix(req.Method, "notifications/"):
 		return nil
 	}
@@ -403,6 +431,7 @@ func (h *Hub) filterTools(ctx context.Context, ts []mcp.Tool) []mcp.Tool {
 			out = append(out, d)
 		}
 	}
+	s.gatewayListedLocked(out)
 	return out
 }
 

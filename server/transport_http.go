@@ -12,8 +12,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -393,20 +396,54 @@ func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discardWriter) WriteHeader(int)             {}
 
-// noBrowser refuses every request a web browser sends: one carrying an
-// Origin or a Sec-Fetch-Site header (browsers add them, and a page's
-// script can neither set nor remove them). A page served from any port of
-// localhost is run by the same user as this server, so neither loopback
-// nor the peer's uid tells it from an MCP client; MCP clients that are not
-// browsers send neither header.
+// noBrowser refuses every request a web page sends, save those of the
+// listener's own origin: a request carrying an Origin header other than
+// http://HOST:PORT of the address it came in on (HOST one of that
+// address's own spellings: 127.0.0.1 or localhost for 127.0.0.1, [::1] or
+// localhost for ::1), or a Sec-Fetch-Site other than same-origin (browsers
+// add both, and a page's script can neither set nor remove them). A page
+// served from any other port of localhost is run by the same user as this
+// server, so neither loopback nor the peer's uid tells it from an MCP
+// client; this server serves no page of its own, so nothing of its own
+// origin runs a script, and an MCP client that sends its own origin (as
+// the conformance suite's does) is served. A rebound DNS name keeps its
+// own name in Origin and is refused.
 func noBrowser(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") != "" {
-			http.Error(w, "requests from a web browser (an Origin or Sec-Fetch-Site header) are refused", http.StatusForbidden)
+		origin, site := r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site")
+		local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+		if (origin != "" && !ownOrigin(origin, local)) || (site != "" && site != "same-origin") {
+			http.Error(w, "requests from a web page of another origin (an Origin or Sec-Fetch-Site header naming one) are refused", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// ownOrigin says whether origin is the origin of the listener address
+// local: scheme http, the same port, and a host naming that address.
+func ownOrigin(origin string, local net.Addr) bool {
+	ta, ok := local.(*net.TCPAddr)
+	if !ok || ta == nil {
+		return false
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Scheme != "http" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return false
+	}
+	if u.Port() != strconv.Itoa(ta.Port) {
+		return false
+	}
+	host := strings.ToLower(u.Hostname())
+	ip := ta.IP
+	if v4 := ip.To4(); v4 != nil {
+		ip = v4
+	}
+	if host == "localhost" {
+		return ip.Equal(net.IPv4(127, 0, 0, 1)) || ip.Equal(net.IPv6loopback)
+	}
+	hip := net.ParseIP(host)
+	return hip != nil && hip.Equal(ip) && (strings.Contains(u.Host, "[") == (ip.To4() == nil))
 }
 
 // authorize requires "Authorization: Bearer TOKEN" when token is set.

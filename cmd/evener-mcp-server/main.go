@@ -43,6 +43,10 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "evener-mcp: refusing to start:", err)
 		return cli.ExitRefused
 	}
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
+		fmt.Println(cli.Version())
+		return 0
+	}
 	if len(args) > 0 && args[0] == "serve" {
 		return runServe(args[1:])
 	}
@@ -53,6 +57,7 @@ func run(args []string) int {
 // stderr carries the startup line and warnings, never protocol.
 func runStdio(args []string) int {
 	s := cli.NewFlagSet("evener-mcp")
+	s.Usage = cli.UsageStdio
 	lf := logFlags(s)
 	if code, ok := parse(s, args); !ok {
 		return code

@@ -21,6 +21,7 @@ const TokenEnv = "EVENER_MCP_TOKEN"
 // sandbox session per MCP session.
 func runServe(args []string) int {
 	s := cli.NewFlagSet("evener-mcp serve")
+	s.Usage = cli.UsageServe
 	listen := s.FS.String("listen", "127.0.0.1:8787", "`host:port` to serve MCP on, at /mcp; loopback unless a bearer token is set")
 	tokenFile := s.FS.String("token-file", "", "file holding the bearer token clients must send (or set "+TokenEnv+"); required off loopback")
 	idle := s.FS.Duration("idle-timeout", server.DefaultIdleTimeout, "end a session after this long with no call in flight")

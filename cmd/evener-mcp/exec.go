@@ -19,6 +19,7 @@ import (
 // with its code.
 func runExec(args []string) int {
 	s := cli.NewFlagSet("evener-mcp exec")
+	s.Usage = cli.UsageExec
 	timeout := s.FS.Duration("timeout", 0, "kill the command's whole process tree after this long (0: never)")
 	if err := s.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

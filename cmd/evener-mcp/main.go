@@ -37,6 +37,10 @@ func run(args []string) int {
 	if code, ok := runHidden(sub, args); ok {
 		return code
 	}
+	if sub == "version" || (sub == "" && len(args) > 0 && (args[0] == "--version" || args[0] == "-version")) {
+		fmt.Println(cli.Version())
+		return 0
+	}
 	// Started by root: give up the file capabilities first (issue 13; the
 	// server binary, exec'd below, drops them again for itself).
 	if err := confine.DropServerCapabilities(); err != nil {
@@ -67,9 +71,15 @@ func run(args []string) int {
 func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   evener-mcp [flags]                        MCP over stdio (what an mcpServers entry runs)
+  evener-mcp serve [flags]                  MCP over Streamable HTTP at /mcp (default 127.0.0.1:8787)
   evener-mcp exec [flags] -- CMD [ARG...]   run one command under the policy; exit with its code
   evener-mcp probe [flags]                  print the host report and the resolved policy
-flags:
+  evener-mcp version                        print the version and VCS revision (also --version)
+  evener-mcp help                           this text; MODE -h prints a mode's own flags
+        (evener-mcp -h, serve -h, exec -h, probe -h)
+flags every mode takes:
 `)
-	cli.NewFlagSet("evener-mcp").FS.PrintDefaults()
+	fs := cli.NewFlagSet("evener-mcp").FS
+	fs.SetOutput(os.Stderr)
+	fs.PrintDefaults()
 }

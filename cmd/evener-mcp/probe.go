@@ -28,6 +28,7 @@ import (
 // exits 0 has seen this host open the proxies and the bridge.
 func runProbe(args []string) int {
 	s := cli.NewFlagSet("evener-mcp probe")
+	s.Usage = cli.UsageProbe
 	asJSON := s.FS.Bool("json", false, "print the report as JSON")
 	if err := s.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

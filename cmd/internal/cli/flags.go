@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"github.com/evener-dev/evener-mcp/config"
@@ -28,6 +30,9 @@ const (
 type FlagSet struct {
 	FS *flag.FlagSet
 	F  config.Flags
+	// Usage is the mode's synopsis and description, printed above its
+	// flags by -h.
+	Usage string
 }
 
 // NewFlagSet declares the shared flags.
@@ -59,10 +64,65 @@ func (s *FlagSet) Parse(args []string) error {
 	s.FS.SetOutput(io.Discard)
 	err := s.FS.Parse(args)
 	if err == flag.ErrHelp {
-		s.FS.SetOutput(os.Stderr)
-		s.FS.PrintDefaults()
+		s.PrintHelp(os.Stderr)
 	}
 	return err
+}
+
+// PrintHelp prints the mode's usage and its flags to w.
+func (s *FlagSet) PrintHelp(w io.Writer) {
+	if s.Usage != "" {
+		fmt.Fprint(w, s.Usage)
+	}
+	fmt.Fprintln(w, "flags:")
+	s.FS.SetOutput(w)
+	s.FS.PrintDefaults()
+	s.FS.SetOutput(io.Discard)
+}
+
+// Mode usages, shown by `evener-mcp help` and each mode's -h.
+const (
+	UsageStdio = "usage: evener-mcp [flags]\n  MCP over stdio: what an mcpServers entry runs.\n"
+	UsageServe = "usage: evener-mcp serve [flags]\n  MCP over Streamable HTTP at /mcp (default 127.0.0.1:8787), one sandbox per MCP session.\n"
+	UsageExec  = "usage: evener-mcp exec [flags] -- CMD [ARG...]\n  Run one command under the policy; exit with its code (124 on --timeout, 125 when the sandbox was refused).\n"
+	UsageProbe = "usage: evener-mcp probe [flags]\n  Print the host report and the resolved policy; exit 0 only when the mode is enforced.\n"
+)
+
+// Version is the module version and VCS revision the binary was built
+// from, as the Go toolchain recorded them: "(devel)" for a build from a
+// checkout, its revision marked -dirty when the tree was modified.
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "evener-mcp (no build information)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, when string
+	dirty := false
+	for _, st := range bi.Settings {
+		switch st.Key {
+		case "vcs.revision":
+			rev = st.Value
+		case "vcs.time":
+			when = st.Value
+		case "vcs.modified":
+			dirty = st.Value == "true"
+		}
+	}
+	out := "evener-mcp " + v
+	if rev != "" {
+		if dirty {
+			rev += "-dirty"
+		}
+		out += " revision " + rev
+		if when != "" {
+			out += " (" + when + ")"
+		}
+	}
+	return out + " " + bi.GoVersion + " " + runtime.GOOS + "/" + runtime.GOARCH
 }
 
 // Resolve loads the configuration layers, probes the host and resolves the
