@@ -329,7 +329,9 @@ func TestClaudeCode(t *testing.T) {
 	bin := claudeBin(t)
 	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82")
 	forEachIdentity(t, func(t *testing.T, id runAs) {
-		for _, tr := range []string{"stdio", "http"} {
+		// "defaults": the entry a newcomer writes, with every default left
+		// as it is (mode unset, network on, no --state-dir).
+		for _, tr := range []string{"stdio", "http", "defaults"} {
 			t.Run(tr, func(t *testing.T) {
 				e := newEnv(t, id)
 				writeFile(t, filepath.Join(e.work, "hello.txt"), "hello\nworld\n")
@@ -339,8 +341,11 @@ func TestClaudeCode(t *testing.T) {
 				cfg := hookConfig(t, e, "claude", hookDef{event: "PreToolUse", matcher: "shell", command: hook})
 				down := e.mcpConfig(t, map[string]any{"files": filesServer(t)})
 				flags := []string{"--sandbox", "workspace-write", "--sandbox-net", "off", "--config", cfg, "--mcp-config", down}
+				if tr == "defaults" {
+					flags = []string{"--config", cfg, "--mcp-config", down}
+				}
 				var entry map[string]any
-				if tr == "stdio" {
+				if tr != "http" {
 					env := map[string]string{}
 					for _, kv := range e.serverEnv(t) {
 						k, v, _ := strings.Cut(kv, "=")

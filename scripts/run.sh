@@ -7,6 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 mkdir -p bin
-CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/evener-mcp ./cmd/evener-mcp-server
+CGO_ENABLED=0 go build -buildvcs=auto -trimpath -o bin/ ./cmd/evener-mcp ./cmd/evener-mcp-server
 [ $# -gt 0 ] || set -- probe
 exec bin/evener-mcp "$@"
