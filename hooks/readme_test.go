@@ -9,11 +9,11 @@ import (
 	"github.com/evener-dev/evener-mcp/confine"
 )
 
-// TestReadmeExample runs the example hook of README.md's "Hooks" section,
+// TestReadmeExample runs the example hook of docs/hooks.md,
 // as printed there, under the restricted sandbox: it blocks a force-push
 // and lets a plain push through.
 func TestReadmeExample(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/hooks.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,7 @@ func TestReadmeExample(t *testing.T) {
 	_, rest, ok := strings.Cut(string(b), start)
 	body, _, ok2 := strings.Cut(rest, "```\n")
 	if !ok || !ok2 {
-		t.Fatal("README.md has no example hook")
+		t.Fatal("docs/hooks.md has no example hook")
 	}
 	w := newWorld(t)
 	body = strings.TrimPrefix(start, "```sh\n#!/bin/sh\n") + body

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -406,31 +407,59 @@ func TestClaudeCode(t *testing.T) {
 // (and its tools allowed), bounded in time. It returns Claude Code's output.
 func runClaude(t *testing.T, e *env, bin string, fm *fakeModel, entry map[string]any) string {
 	t.Helper()
-	api := httptest.NewServer(fm) // on 127.0.0.1
-	t.Cleanup(api.Close)
-	home := filepath.Join(e.root, "claude-home")
-	mustMkdir(t, home)
 	cfgData, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"evener": entry}})
 	cfg := filepath.Join(e.root, "claude-mcp.json")
 	writeFile(t, cfg, string(cfgData))
-	e.chown(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	return claudePrint(t, e, bin, fm, "--strict-mcp-config", "--mcp-config", cfg)
+}
+
+// claudePrint runs claude -p against fm with the given MCP arguments
+// (none: the servers registered with `claude mcp add-json`).
+func claudePrint(t *testing.T, e *env, bin string, fm *fakeModel, mcpArgs ...string) string {
+	t.Helper()
+	api := httptest.NewServer(fm) // on 127.0.0.1
+	t.Cleanup(api.Close)
 	// The tools are allowed by name (--allowedTools mcp__evener), the way
 	// that works for both identities: Claude Code refuses
 	// --dangerously-skip-permissions as root. Built-in tools are off, so
 	// the model is offered evener-mcp's alone.
-	cmd := exec.CommandContext(ctx, bin, "-p", "Call each tool the script asks for.",
-		"--strict-mcp-config", "--mcp-config", cfg,
-		"--allowedTools", "mcp__evener", "--tools", "",
+	args := append([]string{"-p", "Call each tool the script asks for."}, mcpArgs...)
+	args = append(args, "--allowedTools", "mcp__evener", "--tools", "",
 		"--output-format", "json", "--no-session-persistence", "--max-turns", "100")
+	r := claudeRun(t, e, bin, api.URL, 5*time.Minute, args...)
+	if r.err != nil {
+		t.Errorf("claude -p: %v\n%s", r.err, r.out)
+	}
+	return r.out
+}
+
+// claudeResult is one run of the claude executable.
+type claudeResult struct {
+	stdout string
+	out    string // stdout and stderr, for a failure message
+	err    error
+}
+
+// claudeRun runs Claude Code with args as the fixture's identity, in the
+// worktree, with a home of its own (made once per fixture) and the
+// Messages API at api, bounded by limit.
+func claudeRun(t *testing.T, e *env, bin, api string, limit time.Duration, args ...string) claudeResult {
+	t.Helper()
+	home := filepath.Join(e.root, "claude-home")
+	if _, err := os.Stat(home); err != nil {
+		mustMkdir(t, home)
+	}
+	e.chown(t)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = e.work
 	cmd.Env = []string{
 		"HOME=" + home,
 		"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
 		"LANG=C.UTF-8",
 		"TMPDIR=" + filepath.Join(e.root, "tmp"),
-		"ANTHROPIC_BASE_URL=" + api.URL,
+		"ANTHROPIC_BASE_URL=" + api,
 		"ANTHROPIC_API_KEY=test-key",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		"DISABLE_AUTOUPDATER=1",
@@ -445,12 +474,87 @@ func runClaude(t *testing.T, e *env, bin string, fm *fakeModel, entry map[string
 	cmd.Stdout, cmd.Stderr = &so, &se
 	cmd.WaitDelay = 10 * time.Second
 	err := cmd.Run()
-	out := fmt.Sprintf("stdout:\n%s\nstderr:\n%s", so.String(), se.String())
+	out := fmt.Sprintf("claude %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), so.String(), se.String())
 	if ctx.Err() != nil {
-		t.Fatalf("claude -p did not finish within 5 minutes\n%s", out)
+		t.Fatalf("claude did not finish within %v\n%s", limit, out)
 	}
+	return claudeResult{stdout: so.String(), out: out, err: err}
+}
+
+// TestClaudeCodeAddJSON: the README's route for Claude Code, run as it is
+// printed there: `claude mcp add-json evener '{...}'` registers the server
+// with no interactive approval, `claude mcp list` shows it connected, and a
+// plain `claude -p` (no --mcp-config) hands the model read_file's text.
+func TestClaudeCodeAddJSON(t *testing.T) {
+	bin := claudeBin(t)
+	readme, err := os.ReadFile("../README.md")
 	if err != nil {
-		t.Errorf("claude -p: %v\n%s", err, out)
+		t.Fatal(err)
 	}
-	return out
+	m := regexp.MustCompile("(?m)^claude mcp add-json evener '([^']*)'$").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README.md has no `claude mcp add-json evener '{...}'` line")
+	}
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		writeFile(t, filepath.Join(e.work, "hello.txt"), "hello\nworld\n")
+		var entry map[string]any
+		if err := json.Unmarshal(m[1], &entry); err != nil {
+			t.Fatalf("README add-json entry: %v: %s", err, m[1])
+		}
+		// The entry names the installed binary and a project path; point
+		// them at the test build and the fixture, and give it the
+		// fixture's environment (its home, its TMPDIR): nothing else.
+		if entry["command"] != "evener-mcp" {
+			t.Fatalf("README add-json entry runs %v, not evener-mcp", entry["command"])
+		}
+		entry["command"] = binPath
+		args, _ := entry["args"].([]any)
+		for i, a := range args {
+			if a == "/path/to/your/project" {
+				args[i] = e.work
+			}
+		}
+		env := map[string]string{}
+		for _, kv := range e.serverEnv(t) {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		entry["env"] = env
+		js, _ := json.Marshal(entry)
+		if r := claudeRun(t, e, bin, "http://127.0.0.1:9", 2*time.Minute, "mcp", "add-json", "evener", string(js)); r.err != nil {
+			t.Fatalf("claude mcp add-json: %v\n%s", r.err, r.out)
+		}
+		r := claudeRun(t, e, bin, "http://127.0.0.1:9", 2*time.Minute, "mcp", "list")
+		if r.err != nil || !regexp.MustCompile(`(?m)^evener: .*Connected`).MatchString(r.stdout) {
+			t.Fatalf("claude mcp list does not show evener connected (%v)\n%s", r.err, r.out)
+		}
+		t.Logf("claude mcp list: %s", strings.TrimSpace(r.stdout))
+		steps := []ccStep{{tool: "read_file", input: map[string]any{"path": "hello.txt"}, want: []string{"hello\nworld\n"}}}
+		fm := &fakeModel{steps: steps, results: map[int]ccResult{}, offered: map[string]bool{}}
+		out := claudePrint(t, e, bin, fm)
+		fm.mu.Lock()
+		defer fm.mu.Unlock()
+		res, ok := fm.results[0]
+		t.Logf("tool_result: %.300s", res.raw)
+		if !ok || !res.sees("hello\nworld\n") {
+			t.Errorf("read_file's text did not reach the model through the add-json route: %s\n%s", res.raw, out)
+		}
+		// The README's HTTP route: `claude mcp add --transport http NAME URL`.
+		hm := regexp.MustCompile("`claude mcp add --transport http evener\\s+(\\S+)`").FindSubmatch(readme)
+		if hm == nil {
+			t.Fatal("README.md has no `claude mcp add --transport http evener URL` route")
+		}
+		url := e.serve(t, "--sandbox", "workspace-write").url
+		if string(hm[1]) != "http://127.0.0.1:8787/mcp" {
+			t.Fatalf("README's HTTP route names %s, not serve's default address", hm[1])
+		}
+		if r := claudeRun(t, e, bin, "http://127.0.0.1:9", 2*time.Minute, "mcp", "add", "--transport", "http", "evener-http", url); r.err != nil {
+			t.Fatalf("claude mcp add --transport http: %v\n%s", r.err, r.out)
+		}
+		r = claudeRun(t, e, bin, "http://127.0.0.1:9", 2*time.Minute, "mcp", "list")
+		if r.err != nil || !regexp.MustCompile(`(?m)^evener-http: .*Connected`).MatchString(r.stdout) {
+			t.Fatalf("claude mcp list does not show evener-http connected (%v)\n%s", r.err, r.out)
+		}
+	})
 }

@@ -263,21 +263,17 @@ func sseResult(t *testing.T, body string) map[string]any {
 
 // TestHelpCLI: `evener-mcp help` lists every mode; `version` and
 // `--version` print the version; each mode's -h prints its own usage, and
-// every flag any -h prints is documented in README.md's "Command line".
+// every flag any -h prints is documented in the reference page,
+// docs/reference.md, which the README links to.
 func TestHelpCLI(t *testing.T) {
 	e := newEnv(t, identities(t)[0])
-	readme, err := os.ReadFile("../README.md")
+	ref, err := os.ReadFile("../docs/reference.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	section := string(readme)
-	if i := strings.Index(section, "\n## Command line\n"); i >= 0 {
-		section = section[i+1:]
-		if j := strings.Index(section[3:], "\n## "); j >= 0 {
-			section = section[:j+3]
-		}
-	} else {
-		t.Fatal("README.md has no Command line section")
+	section := string(ref)
+	if readme, err := os.ReadFile("../README.md"); err != nil || !strings.Contains(string(readme), "(docs/reference.md)") {
+		t.Fatalf("README.md does not link to docs/reference.md (%v)", err)
 	}
 	help := e.run(t, "help")
 	if help.code != 0 {
@@ -311,7 +307,7 @@ func TestHelpCLI(t *testing.T) {
 		}
 		for _, m := range flagRe.FindAllStringSubmatch(r.stderr, -1) {
 			if !strings.Contains(section, "`--"+m[1]) {
-				t.Errorf("%v prints --%s, which README.md's Command line does not document", c.args, m[1])
+				t.Errorf("%v prints --%s, which docs/reference.md does not document", c.args, m[1])
 			}
 		}
 	}
