@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -337,20 +338,76 @@ func (s *Launcher) Run(ctx context.Context, c Command) (res Result, err error) {
 		Phase("swept")
 		FlushPhases()
 	}()
-	Phase("prepare")
-	pr, err := s.Prepare(c)
-	if err != nil {
-		return Result{ExitCode: -1}, err
-	}
 	if c.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
 	}
-	cmd := &exec.Cmd{Path: pr.Path, Args: pr.Args, Env: pr.Env, Dir: pr.Dir,
-		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, WaitDelay: 2 * time.Second,
-		SysProcAttr: procAttr(pr.Sandboxed, c.Terminal)}
-	return s.launch(ctx, &spawn{cmd: cmd, sandboxed: pr.Sandboxed, began: began, terminal: c.Terminal, optsAt: pr.optsAt}, c.OnStart)
+	for attempt := 0; ; attempt++ {
+		Phase("prepare")
+		pr, err := s.Prepare(c)
+		if err != nil {
+			return Result{ExitCode: -1}, err
+		}
+		stdout, stderr := c.Stdout, c.Stderr
+		var sn *setupSniffer
+		var rewind func() bool
+		masks := hostSocketMasks(pr.Plan)
+		if attempt == 0 && len(masks) > 0 && !c.Terminal && sniffable(c.Stderr) {
+			rewind = rewinder(c.Stdin)
+		}
+		if rewind != nil {
+			// A masked host socket may vanish before bubblewrap mounts
+			// over it (launcher_retry.go): watch for that failure.
+			sn = newSetupSniffer(c.Stderr, masks)
+			stderr = sn
+			if c.Stdout == c.Stderr {
+				stdout = sn
+			}
+		}
+		cmd := &exec.Cmd{Path: pr.Path, Args: pr.Args, Env: pr.Env, Dir: pr.Dir,
+			Stdin: c.Stdin, Stdout: stdout, Stderr: stderr, WaitDelay: 2 * time.Second,
+			SysProcAttr: procAttr(pr.Sandboxed, c.Terminal)}
+		res, err := s.launch(ctx, &spawn{cmd: cmd, sandboxed: pr.Sandboxed, began: began, terminal: c.Terminal, optsAt: pr.optsAt}, c.OnStart)
+		if sn != nil && sn.retry(res.ExitCode) && err == nil && ctx.Err() == nil && rewind() {
+			continue
+		}
+		return res, err
+	}
+}
+
+// rewinder returns what puts stdin back where the first attempt began
+// reading it (nil when it cannot: a pipe, a terminal); no stdin needs none.
+func rewinder(stdin io.Reader) func() bool {
+	if stdin == nil {
+		return func() bool { return true }
+	}
+	if _, isFile := stdin.(*os.File); isFile {
+		return nil
+	}
+	rs, ok := stdin.(io.Seeker)
+	if !ok {
+		return nil
+	}
+	at, err := rs.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil
+	}
+	return func() bool {
+		_, err := rs.Seek(at, io.SeekStart)
+		return err == nil
+	}
+}
+
+// sniffable reports whether a spawn's stderr can be watched for bubblewrap's
+// setup failure: a writer of the caller's (a file, a terminal or nothing is
+// passed to the process as it is).
+func sniffable(w io.Writer) bool {
+	if w == nil {
+		return false
+	}
+	_, isFile := w.(*os.File)
+	return !isFile
 }
 
 // launch starts sp, releases it into its sandbox and waits for it.

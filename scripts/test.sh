@@ -14,10 +14,10 @@ fi
 go vet ./...
 GOOS=darwin go build ./... # the packages build for macOS (Seatbelt backend; its live suite needs a Mac)
 GOOS=darwin go vet ./...
-# The unit packages first, then integration/ on its own: run side by side,
-# a unit test's sandbox spawn meets the host sockets that integration's
-# clients (Claude Code's) create and remove, and fails when one vanishes
-# between inspection and bubblewrap (README, "Known residuals").
+# The unit packages first, then integration/ on its own: on a 2-CPU
+# machine the two side by side starve integration's load tests, and a unit
+# test's spawns would meet the host sockets integration's clients (Claude
+# Code's) create and remove (retried once: docs/residuals.md).
 go test -count=1 -timeout 20m $(go list ./... | grep -v '/integration$')
 go test -count=1 -timeout 40m ./integration/
 
