@@ -23,7 +23,7 @@
 // confine derives the read/exec grant on its directory.
 //
 // Last comes the project file <workdir>/.evener/mcp.toml. It sits inside the
-// model's own write surface (README, "Command line": configuration layers),
+// model's own write surface (docs/reference.md, "Command line": configuration layers),
 // so it is untrusted and may only narrow: a stricter sandbox mode, network
 // off, fewer tools, more deny_paths, a shorter shell timeout, lower limits.
 // Asking for more than the trusted layers grant is an error, so the server
@@ -99,7 +99,7 @@ type Config struct {
 	MaxConcurrentCalls int
 	// Terminals bound each session's terminals (zero fields: defaults).
 	Terminals TerminalLimits
-	// Memory publishes the memory tools and their guidance (README,
+	// Memory publishes the memory tools and their guidance (docs/memory.md,
 	// "Memory"); false by --disable-memory or memory = false (which the
 	// project file may set, never unset).
 	Memory bool
@@ -197,7 +197,7 @@ func Load(f Flags, env []string) (*Config, error) {
 	// The state directory holds every session's audit log (command lines,
 	// tokens in them included): masked for both layers wherever it is
 	// (--state-dir, a relocated XDG_STATE_HOME), not only at the default
-	// location the credential denylist names (README "What is enforced").
+	// location the credential denylist names (docs/security.md, "What is enforced").
 	c.Spec.StateDir = c.StateDir
 	return c, nil
 }

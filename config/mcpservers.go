@@ -14,7 +14,7 @@ import (
 )
 
 // MCPServer is one of the user's stdio MCP servers run behind evener-mcp
-// (README, "MCP servers behind evener-mcp"): declared in a trusted layer
+// (docs/gateway.md, "MCP servers behind evener-mcp"): declared in a trusted layer
 // only (the global file, a --config file, an --mcp-config file), never by
 // the project.
 type MCPServer struct {
@@ -101,7 +101,7 @@ func (m *merger) addMCPServer(name string, f fileMCPServer, path, base, where st
 			return fmt.Errorf("%s: grants: %w", where, err)
 		}
 		s.Grants = appendNew(s.Grants, p)
-		// Judged by confine like a hook's directory (README, "Hooks"):
+		// Judged by confine like a hook's directory (docs/hooks.md, "Hooks"):
 		// read/exec, never write, never a shared tree or a masked path.
 		m.c.Spec.GrantDirs = appendNew(m.c.Spec.GrantDirs, p)
 	}

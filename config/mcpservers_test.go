@@ -9,7 +9,7 @@ import (
 
 // TestMCPServers: [mcp_servers.NAME] in a trusted file, --mcp-config JSON as
 // Claude Code writes it (http and sse entries skipped with a warning), and a
-// project file that declares servers changes nothing (README, "MCP servers
+// project file that declares servers changes nothing (docs/gateway.md, "MCP servers
 // behind evener-mcp").
 func TestMCPServers(t *testing.T) {
 	e := newTestEnv(t)

@@ -4,7 +4,7 @@ import "testing"
 
 // TestMemorySwitch: memory is on by default; --disable-memory and
 // memory = false in a trusted layer turn it off; the project file may turn
-// it off, never back on (README, "Memory").
+// it off, never back on (docs/memory.md, "Memory").
 func TestMemorySwitch(t *testing.T) {
 	want := func(on bool) func(t *testing.T, e *testEnv, c *Config) {
 		return func(t *testing.T, e *testEnv, c *Config) { equal(t, "Memory", c.Memory, on) }

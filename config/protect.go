@@ -2,7 +2,7 @@ package config
 
 import "fmt"
 
-// Protected paths and runner state directories (README, "Protected paths
+// Protected paths and runner state directories (docs/protected-paths.md, "Protected paths
 // and runner state"). protected_paths accumulate over every layer, the
 // untrusted project file included (it may add, never remove: a protected
 // path only narrows); runner_state_dirs widen what is writable, so only

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// TerminalLimits bound a session's terminals (README, "Terminals"); a zero
+// TerminalLimits bound a session's terminals (docs/terminals.md, "Terminals"); a zero
 // field is the terminal package's default.
 type TerminalLimits struct {
 	Max        int           // terminals open at once per session

@@ -20,7 +20,7 @@ func parseTools(names []string) ([]string, error) {
 			continue
 		}
 		// SERVER__TOOL names a tool of an MCP server behind this one
-		// (README, "MCP servers behind evener-mcp"), known only once it runs.
+		// (docs/gateway.md, "MCP servers behind evener-mcp"), known only once it runs.
 		if srv, _, ok := strings.Cut(n, "__"); ok && MCPServerName.MatchString(srv) {
 			out = appendNew(out, n)
 			continue

@@ -33,7 +33,7 @@ func cacheDefaults(env []string, home string) map[string]string {
 }
 
 // overlayCacheRoots are the host cache roots workspace-write serves as
-// read-real, write-private overlays (README, "What is enforced", "Caches"):
+// read-real, write-private overlays (docs/security.md, "What is enforced", "Caches"):
 // each must exist as a real directory, pass the shared-tree guard, and
 // neither hold nor lie inside a persistent write root or the scratch, since
 // the discarded upper layer would swallow writes meant to persist.

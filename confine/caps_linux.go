@@ -16,7 +16,7 @@ import (
 
 // serverDroppedCaps are the capabilities a server started by root gives up
 // at start, in every thread: those that let a process read, write or
-// relabel files its uid does not own (README "What is enforced"). The
+// relabel files its uid does not own (docs/security.md, "What is enforced"). The
 // in-process file layer then reaches exactly what kernel uid 0 without
 // capabilities reaches, which is what a root server's sandboxed commands
 // get; a root server's read_file of another user's 0600 file fails as `cat`

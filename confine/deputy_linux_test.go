@@ -25,7 +25,7 @@ const raceSpawns = 2000
 // spawn's inspection pre-creates absent surfaces. The file outside keeps
 // its bytes and the dangling targets are never created: the server creates
 // surfaces relative to a held directory, exclusively, never through a link
-// (README, "What is enforced", "The server itself"). A spawn may be refused
+// (docs/security.md, "What is enforced", "The server itself"). A spawn may be refused
 // (ErrUnsafeLayout, ErrSandboxSetup) while a link is there; any other
 // failure fails.
 func TestSurfaceRaceNeverWritesOutside(t *testing.T) {

@@ -2,7 +2,7 @@
 // an immutable policy, and every process the server starts and every file a
 // tool touches goes through it. It imports nothing else of this module.
 //
-// The boundary it enforces is described in the README, "What is enforced"
+// The boundary it enforces is described in docs/security.md, "What is enforced"
 // (and "macOS (Seatbelt)" for the macOS backend). The pipeline, with the file
 // for each stage:
 //
@@ -45,7 +45,7 @@
 //     cgroup_linux.go), and kills the whole PID namespace on a timeout.
 //
 // After each sandboxed command ends, the git sweep (gitsweep.go) sets aside
-// every repository the command created or changed in the write roots (README,
+// every repository the command created or changed in the write roots (docs/security.md,
 // "What is enforced", "Nested repositories").
 //
 // # The file layer

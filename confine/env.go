@@ -30,7 +30,7 @@ var safeEnvNames = []string{
 var secretName = regexp.MustCompile(`(?i)(KEY|SECRET|TOKEN|PASSW|PASSPHRASE|CREDENTIAL|(^|_)AUTH(_|$)|DSN|JWT|SESSION|COOKIE)`)
 
 // droppedFamilies are dropped from every sandbox's environment even if a
-// trusted layer lists them (README, "What is enforced", "Environment
+// trusted layer lists them (docs/security.md, "What is enforced", "Environment
 // floor").
 var droppedFamilies = []string{"SSH_AUTH_SOCK", "GNUPGHOME", "DOCKER_HOST", "AWS_", "GOOGLE_", "GCLOUD_", "VAULT_", "AZURE_"}
 

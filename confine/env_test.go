@@ -39,7 +39,7 @@ var envSecretNames = []string{
 	"SENTRY_DSN", "CI_JOB_JWT", "OPENAI_API_KEY", "GOPROXY",
 }
 
-// envFloorNames are dropped in every sandbox (README, "What is enforced",
+// envFloorNames are dropped in every sandbox (docs/security.md, "What is enforced",
 // "Environment floor").
 var envFloorNames = []string{
 	"AWS_PROFILE", "SSH_AUTH_SOCK", "GNUPGHOME", "DOCKER_HOST", "GOOGLE_APPLICATION_CREDENTIALS", "VAULT_ADDR",

@@ -145,7 +145,7 @@ func (st *denyState) deniedClean(p string) bool {
 // scratchPrefixes name what evener-mcp servers create directly in a
 // temporary directory: a stdio session's scratch, an HTTP server's parent
 // of its sessions' scratch, a session's egress bridge sockets (see
-// NewLauncherUnder and README "What is enforced").
+// NewLauncherUnder and docs/security.md, "What is enforced").
 var scratchPrefixes = []string{"evener-mcp-", "evs-", "evener-egress-"}
 
 // scratchTempRoots are the real temporary directories a server on this

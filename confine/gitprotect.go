@@ -40,7 +40,7 @@ import (
 // mode and object id of the tree entry there), and after the spawn sets
 // back every ref, HEAD, pseudo-ref and index entry that now holds something
 // else there, keeping the commit it named reachable under
-// refs/evener-quarantine/ (README, "Protected paths and runner state").
+// refs/evener-quarantine/ (docs/protected-paths.md, "Protected paths and runner state").
 // Not judged: a ref, HEAD or pseudo-ref now naming a commit a ref (not a
 // quarantine ref) or HEAD already named, which holds nothing the command
 // made; and, for a new ref or a pseudo-ref, a protected path its commit

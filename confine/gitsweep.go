@@ -26,7 +26,7 @@ import (
 // every sandboxed spawn ends, the launcher walks the write roots (and a
 // common git dir outside them) and sets aside every git directory and
 // every `.git` file or link that was not there, unchanged, before the spawn
-// began; git no longer takes what was set aside for a repository (README,
+// began; git no longer takes what was set aside for a repository (docs/security.md,
 // "Git").
 //
 // Why it holds: git takes a directory for a repository only when it holds
@@ -45,7 +45,7 @@ import (
 // parent's (O_NOFOLLOW), renamed entries are renamed relative to the held
 // parent (renameat2 with RENAME_NOREPLACE), and a directory's mode is
 // changed through an O_PATH descriptor held on it. It never moves, renames
-// or creates anything at, beneath or above a protected path (README,
+// or creates anything at, beneath or above a protected path (docs/protected-paths.md,
 // "Protected paths and runner state"): a repository planted beside a
 // protected file is ended by renaming what is not protected (HEAD; else
 // commondir, refs or objects), and one a protected name keeps alive is
@@ -536,7 +536,7 @@ func (w *sweepWalk) link(fd int, dir string) error {
 	if w.neutralise {
 		if b, ok := w.sw.base.links[path]; !ok || b != id {
 			if w.sw.touchesProtected(path) {
-				// Never moved (README, "Git"): reported, and known from now on.
+				// Never moved (docs/security.md, "Git"): reported, and known from now on.
 				w.report(path, "a .git file or link that changed, left in place: it is a protected path; check it outside the sandbox")
 				w.snap.links[path] = id
 				return nil
@@ -577,7 +577,7 @@ func (w *sweepWalk) gitDir(fd, parent int, name, path string) (string, error) {
 	// Git takes a directory for a repository only with HEAD and either
 	// commondir or objects and refs: renaming HEAD ends it, else commondir
 	// and one of the others. Nothing at, beneath or above a protected path
-	// is moved (README, "Git"): such a name is left and reported.
+	// is moved (docs/security.md, "Git"): such a name is left and reported.
 	var renamed, kept []string
 	exists := func(n string) bool {
 		var st unix.Stat_t

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The server is never the sandbox's deputy (README, "What is enforced",
+// The server is never the sandbox's deputy (docs/security.md, "What is enforced",
 // "The server itself"). What it does on its own account in a tree a
 // sandbox can write (pre-creating git surfaces and protected directories,
 // removing a scratch or a memory entry) goes through a HeldDir: a

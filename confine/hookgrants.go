@@ -8,7 +8,7 @@ import (
 	"slices"
 )
 
-// Hook grants (README, "Hooks", "Where it runs"): the commands a trusted
+// Hook grants (docs/hooks.md, "Hooks", "Where it runs"): the commands a trusted
 // configuration layer names (hooks) run under the session's sandbox, and the
 // directory holding each one joins the spawned layer's read/exec surface in
 // every sandboxed mode, restricted included.
@@ -173,7 +173,7 @@ func (p *Policy) HookCommand(command string) (string, error) {
 }
 
 // resolveGrantDirs judges each directory a trusted layer grants an MCP
-// server's program (README, "MCP servers behind evener-mcp") as a hook's
+// server's program (docs/gateway.md, "MCP servers behind evener-mcp") as a hook's
 // directory is judged: symlinks resolved, a directory, then the shared-tree
 // guard and the denylist. It adds read and exec, never write.
 func (p *Policy) resolveGrantDirs(dirs []string) []HookGrant {

@@ -11,7 +11,7 @@ import (
 
 // TestInfraGuard is the shared-tree guard and the denylist applied to a
 // hook's directory: never a shared, multi-tenant tree, and the denylist
-// still wins (README, "Hooks", "Where it runs").
+// still wins (docs/hooks.md, "Hooks", "Where it runs").
 func TestInfraGuard(t *testing.T) {
 	f := newFixture(t)
 	p := f.resolve(t, ModeWorkspaceWrite, NetworkOff, usableHost)

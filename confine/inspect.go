@@ -16,7 +16,7 @@ import (
 var systemSecrets = []string{"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key", "/root/.ssh"}
 
 // gitSurfaces are the entries of every git dir that make git run code or
-// point it at another repository, pinned read-only (README, "What is
+// point it at another repository, pinned read-only (docs/security.md, "What is
 // enforced", "Git").
 var gitSurfaces = []string{"config", "config.worktree", "hooks", "commondir", "gitdir"}
 

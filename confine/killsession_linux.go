@@ -9,7 +9,7 @@ import (
 )
 
 // killSession kills every process of session sid: what a terminal's
-// program started without a sandbox left behind when it ended (README,
+// program started without a sandbox left behind when it ended (docs/terminals.md,
 // "Terminals"; a sandboxed one ends with its PID namespace). Bounded by the
 // process table, read once.
 func killSession(sid int) {

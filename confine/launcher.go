@@ -58,7 +58,7 @@ type Launcher struct {
 
 // ShareLoopback makes the session's later sandboxed spawns that take the
 // session's network share one network namespace, and so one loopback
-// (README, "Terminals"; loopback_linux.go). The terminal set calls it
+// (docs/terminals.md, "Terminals"; loopback_linux.go). The terminal set calls it
 // before a session's first terminal starts: a session that never has one
 // keeps no holder process for it (a user server's session still enters
 // its user namespace at every spawn: StartSpawner).

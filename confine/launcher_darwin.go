@@ -14,7 +14,7 @@ import (
 // The macOS backend: every spawn runs under /usr/bin/sandbox-exec with a
 // profile SeatbeltProfile generates from the session's policy at that
 // spawn. What macOS does not give a sandbox (no PID or mount namespace) is
-// said here and in the README ("macOS (Seatbelt)"): a process that leaves
+// said here and in the docs/macos.md, ("macOS (Seatbelt)"): a process that leaves
 // the command's process group outlives a timeout, no resource limit is
 // applied, and the children of a server that dies are not killed with it.
 
@@ -49,7 +49,7 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 	exe := ""
 	network := p.Network()
 	if c.Network == NetworkHost || c.Network == NetworkOff {
-		network = c.Network // an MCP server's own choice (README, "MCP servers behind evener-mcp")
+		network = c.Network // an MCP server's own choice (docs/gateway.md, "MCP servers behind evener-mcp")
 	}
 	if network == NetworkOn {
 		s.mu.Lock()

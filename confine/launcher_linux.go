@@ -20,7 +20,7 @@ import (
 // held on 5 until release has applied the resource limits (and, for a root
 // server, put it in the session's pids cgroup).
 //
-// procs bounds a session's processes as a whole (README "What is
+// procs bounds a session's processes as a whole (docs/security.md, "What is
 // enforced"): a root server's sandboxes all live in one pids cgroup per
 // session (cgroup_linux.go); a user server's session sandboxes all enter one
 // user namespace, where RLIMIT_NPROC counts them together
@@ -142,7 +142,7 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 	if network != NetworkHost && !joinNet {
 		// A network namespace of its own: with the network on, the only
 		// way out is the egress bridge. Only a command that asked for the
-		// host's network (an MCP server behind this one, README "MCP
+		// host's network (an MCP server behind this one, docs/gateway.md, "MCP
 		// servers behind evener-mcp") keeps it.
 		args = append(args, "--unshare-net")
 	}

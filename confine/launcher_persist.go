@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A session persisted across a server restart (README, "Sessions that
+// A session persisted across a server restart (docs/http.md, "Sessions that
 // survive a restart") keeps its scratch: the old server's Close leaves it
 // (KeepScratch), the new server reopens a launcher over it
 // (ReopenLauncherUnder) after checking that it is still the directory this

@@ -11,7 +11,7 @@ import (
 // PhasesEnv names a developer's knob: set to a file path, every process of
 // this build appends one line per phase of its start and of each spawn
 // ("pid name unix-nanoseconds") to that file, so where a one-shot `exec`
-// spends its milliseconds can be measured from outside (README, "Speed").
+// spends its milliseconds can be measured from outside (docs/speed.md, "Speed").
 // Unset, Phase costs one branch.
 const PhasesEnv = "EVENER_MCP_PHASES"
 

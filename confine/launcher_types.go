@@ -26,12 +26,12 @@ type Command struct {
 	// is released into it (for a mode-off command: just before it starts).
 	OnStart func()
 	// Network, when NetworkOff or NetworkHost, replaces the session's
-	// network for this one command (README, "MCP servers behind
+	// network for this one command (docs/gateway.md, "MCP servers behind
 	// evener-mcp"): NetworkHost keeps the host's network (no namespace of
 	// its own, no relay; Linux). "" is the session's.
 	Network Network
 	// Terminal says Stdin is a pseudo-terminal the command takes as its
-	// controlling terminal (README, "Terminals"): its sandbox keeps the
+	// controlling terminal (docs/terminals.md, "Terminals"): its sandbox keeps the
 	// session it starts (no --new-session) so job control and ^C work.
 	Terminal bool
 }
@@ -47,12 +47,12 @@ type Result struct {
 	Duration time.Duration
 	// Quarantined lists what the git sweep set aside after the command:
 	// repositories and .git entries it left or changed, each as a
-	// worktree-relative path and what was renamed (README, "Git"). Empty
+	// worktree-relative path and what was renamed (docs/security.md, "Git"). Empty
 	// when nothing was.
 	Quarantined []string
 	// GitProtected lists what the protected-in-git check set back after
 	// the command: a ref, HEAD or index entry it moved that changed a
-	// protected path in git (README, "Protected paths and runner state";
+	// protected path in git (docs/protected-paths.md, "Protected paths and runner state";
 	// Linux). Empty when nothing was.
 	GitProtected []GitProtected
 }

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A session's loopback (README, "Terminals"): with ShareLoopback, every
+// A session's loopback (docs/terminals.md, "Terminals"): with ShareLoopback, every
 // sandboxed spawn of the session that takes the session's network joins one
 // network namespace instead of making its own, so a server started in a
 // terminal is reachable from the session's `shell` and from nothing else.

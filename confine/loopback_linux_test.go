@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestSessionLoopback (README, "Terminals"): with ShareLoopback two
+// TestSessionLoopback (docs/terminals.md, "Terminals"): with ShareLoopback two
 // sandboxed commands of one session share a loopback, so what one listens
 // on the other reaches, and the host does not; without it each command
 // has its own and the second finds nothing. The listener runs in the

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Host Unix sockets (README, "What is enforced", "Denylist"): host services
+// Host Unix sockets (docs/security.md, "What is enforced", "Denylist"): host services
 // listen on pathname Unix sockets. A read-only bind of "/" does not stop
 // connect(2), and an unshared network namespace does not cover pathname
 // sockets, so every socket a host process has bound where the sandbox could

@@ -165,7 +165,7 @@ func planCases(t *testing.T) []planCase {
 			layout: restricted},
 		{name: "restricted-net-off", mode: ModeRestricted, network: NetworkOff, host: usableHost,
 			layout: restricted},
-		// Hook directories (README, "Hooks", "Where it runs"): one
+		// Hook directories (docs/hooks.md, "Hooks", "Where it runs"): one
 		// holding a masked subtree, one below the private /tmp, one holding
 		// a daemon socket.
 		{name: "workspace-write-hooks", mode: ModeWorkspaceWrite, network: NetworkOff, host: usableHost, addDir: true,

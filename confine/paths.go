@@ -11,7 +11,7 @@ import (
 	"sync"
 )
 
-// defaultDenylist is the credential denylist (README, "What is enforced",
+// defaultDenylist is the credential denylist (docs/security.md, "What is enforced",
 // "Denylist") resolved against home. Every entry is masked in both layers,
 // under its literal and its resolved spelling.
 func defaultDenylist(home, xdgConfig string) []string {
@@ -140,7 +140,7 @@ var procMasks = []string{
 	"/proc/kcore", "/proc/sysrq-trigger",
 }
 
-// systemReadRoots are restricted mode's read-only system roots (README,
+// systemReadRoots are restricted mode's read-only system roots (docs/security.md,
 // "What is enforced", the table of modes).
 var systemReadRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc", "/opt", "/nix/store"}
 
@@ -174,7 +174,7 @@ var errSharedTree = errors.New("refused: a shared, multi-tenant tree")
 // sharedTreeGuard refuses a candidate grant root that is at or above home,
 // the worktree (when given) or a temp root, or fewer than two components
 // deep, or the same directory as an entry directly under "/": a grant is
-// never a shared, multi-tenant tree (README, "Hooks", "Where it runs").
+// never a shared, multi-tenant tree (docs/hooks.md, "Hooks", "Where it runs").
 // candidate must be absolute; it is judged both as spelled and
 // symlink-resolved.
 func sharedTreeGuard(candidate, home, worktree string, temps []string) error {

@@ -181,7 +181,7 @@ func TestWithin(t *testing.T) {
 
 func TestDenylistDefaults(t *testing.T) {
 	const home = "/home/u"
-	// README, "What is enforced", "Denylist": the first floor, then the
+	// docs/security.md, "What is enforced", "Denylist": the first floor, then the
 	// equally sensitive ones.
 	floor := []string{".ssh", ".aws", ".config/gcloud", ".netrc", ".config/evener", ".gnupg", ".docker/config.json", ".kube", ".git-credentials"}
 	sensitive := []string{".npmrc", ".pypirc", ".config/gh", ".cargo/credentials.toml", ".pgpass", ".vault-token",

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Mode is one of the four confinement modes (README, "What is enforced",
+// Mode is one of the four confinement modes (docs/security.md, "What is enforced",
 // the table of modes).
 type Mode string
 
@@ -141,10 +141,10 @@ type Spec struct {
 	// each is granted read/exec to spawned processes (see hookgrants.go).
 	HookPaths []string
 	// GrantDirs are directories trusted layers grant read/exec to the
-	// programs of the MCP servers they configure (README, "MCP servers
+	// programs of the MCP servers they configure (docs/gateway.md, "MCP servers
 	// behind evener-mcp"), judged as a hook's directory is.
 	GrantDirs []string
-	// Protected are paths never writable in a sandboxed mode (README,
+	// Protected are paths never writable in a sandboxed mode (docs/protected-paths.md,
 	// "Protected paths and runner state"); absolute.
 	Protected []string
 	// StateRW are runner state directories, writable in every sandboxed
@@ -378,7 +378,7 @@ func (p *Policy) Env() []string             { return slices.Clone(p.env) }
 // Degraded is the reason an unset default fell back to off, or "".
 func (p *Policy) Degraded() string { return p.degraded }
 
-// StartupLine is the one-line startup report (README, "What is enforced":
+// StartupLine is the one-line startup report (docs/security.md, "What is enforced":
 // "The startup line"), read from the policy so it never says more than is
 // enforced.
 func (p *Policy) StartupLine() string {
@@ -461,7 +461,7 @@ func tempRoots(env []string) []string {
 // FileToolsReadOnly returns a copy of p carrying the read-only rules, for
 // the in-process file layer alone: where no backend can confine a
 // delegate's shell, its file tools still keep the read-only write boundary
-// (the delegate floor: README, "Many agents, one server", "Narrower
+// (the delegate floor: docs/http.md, "Many agents, one server", "Narrower
 // sessions"). It must never reach a launcher.
 func (p *Policy) FileToolsReadOnly() *Policy {
 	q := *p
@@ -506,7 +506,7 @@ func (p *Policy) NarrowWorkdir(dir string) (*Policy, error) {
 // scope but writes nothing persistent: no write root, git metadata not
 // writable, only the scratch: the delegate floor under a restricted
 // server, which keeps restricted's narrower read scope and applies the
-// read-only write block without widening reads (README, "Many agents, one
+// read-only write block without widening reads (docs/http.md, "Many agents, one
 // server", "Narrower sessions"). Other modes reach the floor through
 // Narrow(ModeReadOnly).
 func (p *Policy) BlockWrites() (*Policy, error) {

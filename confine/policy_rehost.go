@@ -6,7 +6,7 @@ import (
 )
 
 // Rehost is p against a host measured again, for a persisted session
-// resumed by a later server (README, "Sessions that survive a restart"):
+// resumed by a later server (docs/http.md, "Sessions that survive a restart"):
 // a mode other than off that the host can no longer enforce is refused
 // (ErrUnenforceable), never degraded; the backend and cache strategy
 // follow what the host offers now.

@@ -121,7 +121,7 @@ func hint(h string) string {
 	return " (install it: " + h + ")"
 }
 
-// Backend names a sandbox backend as --sandbox-backend spells them (README,
+// Backend names a sandbox backend as --sandbox-backend spells them (docs/reference.md,
 // "Command line").
 type Backend string
 
@@ -165,7 +165,7 @@ func (h HostReport) CheckBackend(b Backend) error {
 const PerSession = "<per-session>"
 
 // EgressPlan is the egress part of a prepared sandbox with the network on,
-// as `evener-mcp probe` shows it (README, "Network"): how the command's
+// as `evener-mcp probe` shows it (docs/network.md, "Network"): how the command's
 // tools reach the session's proxies.
 type EgressPlan struct {
 	// Relay is the argv prefix that starts the relay inside the sandbox

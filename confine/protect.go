@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// Protected paths and runner state (README, "Protected paths and runner
+// Protected paths and runner state (docs/protected-paths.md, "Protected paths and runner
 // state").
 //
 // A protected path is never writable in a sandboxed mode, by the file

@@ -178,7 +178,7 @@ func (f *loopbackForwarder) Close() {
 }
 
 // socksReplyText tells a policy refusal from an allowed destination that
-// could not be reached (README, "The network").
+// could not be reached (docs/network.md, "The network").
 func socksReplyText(code byte) string {
 	switch code {
 	case 2:

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// The macOS backend (README, "macOS (Seatbelt)"): a Seatbelt profile (SBPL)
+// The macOS backend (docs/macos.md, "macOS (Seatbelt)"): a Seatbelt profile (SBPL)
 // generated from the same Policy as the bubblewrap mount plan, run by
 // /usr/bin/sandbox-exec. SeatbeltProfile is a pure function like Plan; the
 // facts it needs are gathered at each spawn by InspectSeatbelt. It builds on
@@ -61,7 +61,7 @@ var seatbeltSystemReadRoots = append(slices.Clone(systemReadRoots),
 	"/System", "/private/var/select", "/private/var/db/timezone", "/private/var/db/xcode_select_link", "/dev")
 
 // seatbeltCommandLineTools is the second developer-toolchain candidate
-// (README, "macOS (Seatbelt)"), beside what `xcode-select -p` reports.
+// (docs/macos.md, "macOS (Seatbelt)"), beside what `xcode-select -p` reports.
 const seatbeltCommandLineTools = "/Library/Developer/CommandLineTools"
 
 // seatbeltDangerousExec are launchers whose only purpose is to start
@@ -95,7 +95,7 @@ var seatbeltDevWrite = []string{"/dev/dtracehelper", "/dev/null", "/dev/ptmx", "
 
 // gitSharedEntries are the entries of a shared common git dir a linked
 // worktree writes: Seatbelt names the granted entries, where bubblewrap
-// binds the shared dir whole (README, "macOS (Seatbelt)").
+// binds the shared dir whole (docs/macos.md, "macOS (Seatbelt)").
 var gitSharedEntries = []struct {
 	name string
 	dir  bool
@@ -167,7 +167,7 @@ type SeatbeltLayout struct {
 	StateRW []string
 	// Network, when NetworkHost or NetworkOff, replaces the policy's
 	// network for this one spawn (Command.Network: an MCP server behind
-	// this one, README "MCP servers behind evener-mcp"): NetworkHost
+	// this one, docs/gateway.md, "MCP servers behind evener-mcp"): NetworkHost
 	// allows every network operation, NetworkOff none. "" is the policy's.
 	Network Network
 }

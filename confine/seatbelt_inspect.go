@@ -13,7 +13,7 @@ import (
 // planted is seen before the profile relies on it. Unlike Inspect it creates
 // nothing: Seatbelt denies a surface by name whether it exists or not, so no
 // protected name is materialised (bubblewrap needs an existing path to mount
-// on, so on Linux an absent surface is created empty: README, "Known
+// on, so on Linux an absent surface is created empty: docs/residuals.md, "Known
 // residuals"). toolchain are the developer directories DeveloperToolchain
 // admitted; proxy the loopback ports of the session's proxies (nil with the
 // network off); exe the egress connect helper ("" when none).
@@ -146,7 +146,7 @@ func inspectSeatbeltGit(p *Policy, l *SeatbeltLayout) error {
 }
 
 // DeveloperToolchain judges the candidate developer-toolchain directories
-// restricted mode grants on macOS (README, "macOS (Seatbelt)") for policy p:
+// restricted mode grants on macOS (docs/macos.md, "macOS (Seatbelt)") for policy p:
 // selected is what `xcode-select -p` printed (untrusted: it honours
 // $DEVELOPER_DIR), widened to its enclosing .app bundle, plus
 // /Library/Developer/CommandLineTools. A candidate that does not exist
@@ -196,7 +196,7 @@ func widenToApp(p string) string {
 // DeveloperPath inserts the active developer directory's usr/bin before the
 // first system directory on path (/usr/bin, /bin, /usr/sbin, /sbin), or
 // appends it, so git runs from the readable developer toolchain directly,
-// without the xcrun shim (README, "macOS (Seatbelt)"). devDir is what
+// without the xcrun shim (docs/macos.md, "macOS (Seatbelt)"). devDir is what
 // `xcode-select -p` printed, and the caller has checked it lies inside a
 // directory DeveloperToolchain admitted; "" leaves path as it is.
 func DeveloperPath(path, devDir string) string {

@@ -12,7 +12,7 @@ import (
 // bubblewrap's answer is read from the mount plan (the last mount covering a
 // path decides), Seatbelt's from the profile (the last matching rule
 // decides, on the path the kernel sees). Each row says what the table of
-// modes (README, "What is enforced") wants in each mode; where the two
+// modes (docs/security.md, "What is enforced") wants in each mode; where the two
 // backends legitimately differ the row says so, with each backend's answer
 // and the reason, rather than leaving it out.
 

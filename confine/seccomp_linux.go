@@ -195,7 +195,7 @@ var argRulesCommon = []argRule{
 
 var clone3Nr = syscallNr{"clone3", unix.SYS_CLONE3}
 
-// Socket families, which the network namespace does not cover (README, "What
+// Socket families, which the network namespace does not cover (docs/security.md, "What
 // is enforced", "Process hygiene"): socket(2) and socketpair(2) may create
 // AF_UNIX, AF_INET and AF_INET6 sockets, and netlink sockets of the routing
 // protocol only (what getifaddrs and `ip` use). Everything else (AF_VSOCK

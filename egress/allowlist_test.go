@@ -73,7 +73,7 @@ func addrs(ss ...string) []netip.Addr {
 	return out
 }
 
-// TestWildcards is every case of the wildcard rules (README, "The network":
+// TestWildcards is every case of the wildcard rules (docs/network.md, "The network":
 // `*.example.com` every subdomain but not the apex, `api.*.example.com`
 // exactly one label), plus the near misses around each.
 func TestWildcards(t *testing.T) {

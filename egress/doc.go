@@ -1,7 +1,7 @@
 // Package egress decides, for every outbound connection a sandboxed command
 // attempts, whether it may go out and to which checked addresses, and runs
 // the per-session proxies that enforce it. It imports nothing else of this
-// module; the rules it enforces are in the README, "The network".
+// module; the rules it enforces are in the docs/network.md, "The network".
 //
 // The pipeline, with the file for each stage:
 //

@@ -61,7 +61,7 @@ type Decider interface {
 // actionNetworkOutbound is Violation.Action for every refusal here.
 const actionNetworkOutbound = "network-outbound"
 
-// Violation is one refusal attributed to a call (README, "Violations"):
+// Violation is one refusal attributed to a call (docs/observability.md, "Violations"):
 // the refused action, its target and the raw line it was read from. It is
 // the one violation type: egress, the lowest package that reports one,
 // owns it, and session re-exports it (session.Violation) for the packages

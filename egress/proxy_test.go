@@ -563,7 +563,7 @@ func TestDialTriesEveryCheckedAddress(t *testing.T) {
 }
 
 // TestViolationJSON: the one violation type marshals under the names a
-// shell result and the violations resource show (README, "Violations").
+// shell result and the violations resource show (docs/observability.md, "Violations").
 func TestViolationJSON(t *testing.T) {
 	b, err := json.Marshal(Violation{Action: actionNetworkOutbound, Target: "example.test:443", Raw: "http CONNECT: no"})
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 // is sent as bytes and its result comes back as bytes. The library's own
 // stdio transport decodes every line it reads twice and every request it
 // writes through reflection; a forwarded call paid both on its way
-// (README, "MCP servers behind evener-mcp", speed).
+// (docs/gateway.md, "MCP servers behind evener-mcp", speed).
 type conn struct {
 	w io.WriteCloser
 	r *bufio.Reader

@@ -1,5 +1,5 @@
 // Package gateway runs the user's other stdio MCP servers behind evener-mcp
-// (README, "MCP servers behind evener-mcp"): one instance of each configured
+// (docs/gateway.md, "MCP servers behind evener-mcp"): one instance of each configured
 // server per session, spawned through the session's launcher under the
 // session's policy, spoken to with the MCP library's client over a
 // connection of our own on the process's pipes (conn.go: each line decoded
@@ -421,7 +421,7 @@ func (s *Server) onNotification(n mcp.JSONRPCNotification) {
 // the result comes back with its content items as the server wrote them
 // (Content): only what the call pipeline reads (isError, _meta) is
 // decoded, so a result is not decoded into the library's types and encoded
-// again on its way through (README, "MCP servers behind evener-mcp").
+// again on its way through (docs/gateway.md, "MCP servers behind evener-mcp").
 func (s *Server) Call(ctx context.Context, tool string, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	s.mu.Lock()
 	cli, failure, exited := s.cli, s.failure, s.exited

@@ -2,7 +2,7 @@
 // (SessionStart, PreToolUse, PostToolUse, SessionEnd), each through the
 // session's confine.Launcher: under the session's own sandbox, with
 // the read/exec grant on its directory that confine derived from the same
-// configuration (README, "Hooks"). This package
+// configuration (docs/hooks.md, "Hooks"). This package
 // starts no process itself and imports only confine and the standard
 // library.
 //

@@ -194,7 +194,7 @@ func BenchmarkShellVsBwrap(b *testing.B) {
 			}
 			if *benchTerminal {
 				// A session with a terminal: its shell calls join the
-				// session loopback (README, "Terminals").
+				// session loopback (docs/terminals.md, "Terminals").
 				for _, c := range []*lineClient{lc, old} {
 					if c == nil {
 						continue

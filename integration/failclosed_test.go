@@ -101,7 +101,7 @@ func TestFailClosedNoUserNamespaces(t *testing.T) {
 	})
 }
 
-// TestFailClosedBackend: the --sandbox-backend values (README, "Command line").
+// TestFailClosedBackend: the --sandbox-backend values (docs/reference.md, "Command line").
 func TestFailClosedBackend(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		e := newEnv(t, id)

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// The gateway's tests (README, "MCP servers behind evener-mcp") run real MCP
+// The gateway's tests (docs/gateway.md, "MCP servers behind evener-mcp") run real MCP
 // servers nobody here wrote, installed by npm into integration/downstream.
 
 var downstreamPackages npmDir

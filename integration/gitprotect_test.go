@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Protected paths and git (README, "Protected paths and runner state",
+// Protected paths and git (docs/protected-paths.md, "Protected paths and runner state",
 // "Git"), over MCP, as root and as the unprivileged user.
 
 // shellViolations is a shell result's violations.

@@ -18,7 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// The memory tools over MCP (README, "Memory"), as root and as the
+// The memory tools over MCP (docs/memory.md, "Memory"), as root and as the
 // unprivileged user.
 
 var allModes = append([]string{"off"}, modes...)

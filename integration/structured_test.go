@@ -17,7 +17,7 @@ import (
 
 // Some clients (Claude Code among them) hand the model only a result's
 // structuredContent, serialized as JSON, whenever it has one, and drop its
-// text content (README, "The tools"). So every tool's structuredContent
+// text content (docs/tools.md, "The tools"). So every tool's structuredContent
 // must carry the payload itself, never only metadata: this test calls every
 // published tool for real and reads only what such a client would read.
 

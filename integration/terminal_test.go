@@ -17,7 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// Terminals over MCP (README, "Terminals"), as root and as the
+// Terminals over MCP (docs/terminals.md, "Terminals"), as root and as the
 // unprivileged user: what the issue asks them to show.
 
 // termStart starts a terminal and returns its id.
@@ -195,7 +195,7 @@ func TestTerminalTools(t *testing.T) {
 		repl := m.termStart(t, map[string]any{"command": "/usr/bin/python3 -q"})
 		// A root server's session holds its loopback in a holder process;
 		// a user server's holder ends once its namespaces are open (the
-		// server's descriptors keep them; README, "Terminals").
+		// server's descriptors keep them; docs/terminals.md, "Terminals").
 		if hs := ownHolders(pid); id.root && len(hs) != 1 || !id.root && len(hs) != 0 {
 			t.Errorf("holders once a terminal runs: %v", hs)
 		}
@@ -387,7 +387,7 @@ func TestTerminalHooksAuditDelegate(t *testing.T) {
 }
 
 // TestTerminalProtected: a terminal is a spawned process like any other:
-// a protected path stays unchanged whatever it tries (README, "Protected
+// a protected path stays unchanged whatever it tries (docs/protected-paths.md, "Protected
 // paths and runner state").
 func TestTerminalProtected(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {

@@ -2,7 +2,7 @@
 
 package integration
 
-// Threat cases for the process layer and secrets (README, "What is enforced"): each one
+// Threat cases for the process layer and secrets (docs/security.md, "What is enforced"): each one
 // tries the attack for real, against the built binary, in every sandboxed
 // mode, as root and as the unprivileged user. Where a probe could pass for
 // the wrong reason (a typo in a syscall number, a tool that is missing), the

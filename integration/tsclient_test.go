@@ -347,7 +347,7 @@ func TestTSClientStrict(t *testing.T) {
 					t.Errorf("client errors %v, late progress %d", run.summary.Errors, run.summary.Late)
 				}
 				// The violations resource, subscribed to before the calls:
-				// listed, read, and told of (README, "Violations").
+				// listed, read, and told of (docs/observability.md, "Violations").
 				if !slices.Contains(run.summary.Resources, "evener://session/violations application/json") || run.summary.Updates == 0 {
 					t.Errorf("violations resource: listed %v, %d updates", run.summary.Resources, run.summary.Updates)
 				}

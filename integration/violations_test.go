@@ -24,7 +24,7 @@ type violationWatch struct {
 	m       *mcpConn
 	updates chan string
 	// inCall is set while a call runs; early counts the updates that
-	// arrived before its result (told ahead of the result, README
+	// arrived before its result (told ahead of the result, docs/observability.md,
 	// "Violations").
 	inCall atomic.Bool
 	early  atomic.Int64

@@ -16,7 +16,7 @@ import (
 
 // Held directory handles: what memory does itself, outside its confined
 // file layer, goes through them and never through a path string into a
-// root (README, "Memory"). That is the layout under the state directory
+// root (docs/memory.md, "Memory"). That is the layout under the state directory
 // (the roots and the projects' .path records), a root's lock, and the
 // removal of directories a delete leaves empty. Every name is one
 // component, resolved relative to a held handle with RESOLVE_BENEATH and

@@ -5,7 +5,7 @@ package memory
 import "errors"
 
 // Without Linux there is no confined file layer, so no memory root opens
-// (README, "Memory"); these only keep the package building.
+// (docs/memory.md, "Memory"); these only keep the package building.
 
 var errNoHeldDirs = errors.New("memory needs Linux")
 

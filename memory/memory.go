@@ -1,5 +1,5 @@
 // Package memory keeps what an agent chooses to remember between sessions
-// (README, "Memory"): one root per project and one per user, under the
+// (docs/memory.md, "Memory"): one root per project and one per user, under the
 // server's state directory, each reached only through its own confined file
 // layer. It holds no MCP; the tools that expose it are in package tools.
 //
@@ -303,7 +303,7 @@ const placeholderHome = "/nonexistent/evener-mcp-memory-home"
 // root (rel's last component + ".path").
 func openRoot(stateDir string, rel []string, base *confine.Policy, lim Limits, worktree string) (_ *Root, err error) {
 	// The state directory itself is made by path: it is the server's own
-	// (masked from every sandbox, README "Memory"), and what lies above it
+	// (masked from every sandbox, docs/memory.md, "Memory"), and what lies above it
 	// is the user's; everything below it is made through held handles.
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, err

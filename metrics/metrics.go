@@ -3,7 +3,7 @@
 // imports nothing of ours: the server hands it the fixed sets of tool and
 // rule names at construction, and every label value outside those sets is
 // collapsed into one fixed value, so no path, host, session id or other
-// string a client chose can become a label (README, "Metrics").
+// string a client chose can become a label (docs/observability.md, "Metrics").
 package metrics
 
 import (

@@ -121,7 +121,7 @@ func (h *Hub) pipeline(ctx context.Context, f tools.Facts, req mcp.CallToolReque
 // outside the roots, and re-runs that tool with that one directory granted
 // when they accept. The model sees either the ordinary denial or the
 // ordinary result: it cannot trigger an approval by any argument, answer
-// it, or learn that one happened (README, "Approval (escalation)").
+// it, or learn that one happened (docs/http.md, "Approval (escalation)").
 func (h *Hub) approve(ctx context.Context, s *Session, f tools.Facts, req mcp.CallToolRequest, res *mcp.CallToolResult) *mcp.CallToolResult {
 	name, op := f.Name, f.Approval
 	if res == nil || !res.IsError || op == "" || s.sb.Files == nil {
@@ -155,7 +155,7 @@ func (h *Hub) approve(ctx context.Context, s *Session, f tools.Facts, req mcp.Ca
 	}
 	if confine.Within(abs, s.sb.Policy.Workdir()) {
 		// The path names a place inside the worktree, so the walk left the
-		// roots through a symlink: final, never a question (README,
+		// roots through a symlink: final, never a question (docs/http.md,
 		// "Approval (escalation)").
 		s.sb.Audit.Escalation(name, abs, "not-asked-symlink")
 		return res

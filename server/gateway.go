@@ -18,7 +18,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
-// The gateway (README, "MCP servers behind evener-mcp"): each session runs
+// The gateway (docs/gateway.md, "MCP servers behind evener-mcp"): each session runs
 // its own instance of each configured server (package gateway) and
 // publishes its tools as NAME__TOOL in its own definitions (filterTools),
 // through the one call pipeline (Hub.call): hooks see the published name,

@@ -20,7 +20,7 @@ import (
 // listener. `serve` therefore identifies the process at the other end of
 // each TCP connection by the owner of its socket, as the kernel lists it in
 // /proc/net/tcp and /proc/net/tcp6, and serves only the server's own user
-// and root (README, "Many agents, one server"). A peer whose socket cannot
+// and root (docs/http.md, "Many agents, one server"). A peer whose socket cannot
 // be found (gone, closed before it was looked up, another network
 // namespace) is refused: fail closed.
 

@@ -12,7 +12,7 @@ import (
 )
 
 // Notifications about a request (progress, and the session's log records
-// emitted while it runs) must never follow the request's result (README,
+// emitted while it runs) must never follow the request's result (docs/clients.md,
 // "Clients tested"). mcp-go queues notifications on a per-session channel
 // that another goroutine drains, so on its own it can write a progress
 // notification after the result:

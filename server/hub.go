@@ -118,7 +118,7 @@ func newHub(ctx context.Context, o Options, t transport) (*Hub, error) {
 		// call pipeline owns both (call.go), whichever path a call took to
 		// reach it. No output-schema validation per call: every result of
 		// every tool is validated against its schema by the strict
-		// TypeScript client in integration/ (README, "Clients tested"); at
+		// TypeScript client in integration/ (docs/clients.md, "Clients tested"); at
 		// run time it cost an encode, a decode and a walk of every result
 		// (12% of a read_file).
 		// No elicitation here: it is a client's capability, which the

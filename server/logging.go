@@ -13,7 +13,7 @@ import (
 )
 
 // The server's own diagnostics (start, sessions opening and closing, refused
-// hooks, egress refusals, warnings) are slog records (README, "Logs"):
+// hooks, egress refusals, warnings) are slog records (docs/observability.md, "Logs"):
 // tint-coloured text on a terminal, plain text elsewhere, or one JSON object
 // a line with --log-format json. The startup line is not a record: it stays
 // the first line on stderr, worded as ever.

@@ -9,7 +9,7 @@ import (
 	"github.com/evener-dev/evener-mcp/tools"
 )
 
-// memoryStore is a session's memory (README, "Memory").
+// memoryStore is a session's memory (docs/memory.md, "Memory").
 type memoryStore = memory.Store
 
 // openMemory opens the session's memory when it publishes a memory tool

@@ -24,7 +24,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// Sessions that survive a restart (README, "Sessions that survive a
+// Sessions that survive a restart (docs/http.md, "Sessions that survive a
 // restart"): with `serve --persist-sessions` each HTTP session's record
 // (the inputs of its narrowed policy, its tool scope, its worktree, its
 // scratch, its client's initialize) is kept in <state dir>/sessions, a

@@ -14,7 +14,7 @@ import (
 // probeTimeout bounds each start-up probe: a deadline, not a wait.
 const probeTimeout = 10 * time.Second
 
-// Preamble is the capability preamble (README, "Use it from Claude Code"): what the session is told
+// Preamble is the capability preamble (README.md, "Use it from Claude Code"): what the session is told
 // about its own box, every line read from the resolved policy or measured
 // through the session's own launcher, so it measures what a command meets.
 // A probe that cannot run renders "unprobed", never a guess.

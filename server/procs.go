@@ -9,7 +9,7 @@ import (
 // (tools.Facts.Computes) and restores it when the last one ends. A stdio
 // server keeps a scheduler slot fewer than CPUs, so that its hand-offs do
 // not wake threads that take the CPU from the client and the servers
-// behind it (README, "MCP servers behind evener-mcp", speed); grep and
+// behind it (docs/gateway.md, "MCP servers behind evener-mcp", speed); grep and
 // glob are the server's own work across many files and want every CPU.
 type procs struct {
 	mu   sync.Mutex // guards n, base

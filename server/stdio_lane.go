@@ -11,7 +11,7 @@ import (
 )
 
 // lane is the stdio transport's path for the tools/call requests of the
-// MCP servers behind this one (README, "MCP servers behind evener-mcp",
+// MCP servers behind this one (docs/gateway.md, "MCP servers behind evener-mcp",
 // speed). Such a call does little work of ours, so what the protocol
 // library spends on it (five decodes of the request, a queue and two
 // goroutine hand-offs) was most of what the gateway added to a call. The

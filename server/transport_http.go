@@ -42,7 +42,7 @@ type HTTPOptions struct {
 	// Ready is called once the listener is bound, with its address.
 	Ready func(net.Addr)
 	// PersistSessions keeps each session's record and scratch across a
-	// restart (README, "Sessions that survive a restart"; persist.go).
+	// restart (docs/http.md, "Sessions that survive a restart"; persist.go).
 	PersistSessions bool
 	// DrainTimeout bounds the drain after ctx ends: new sessions and
 	// calls are refused (503) and /healthz answers 503 while the calls in
@@ -283,7 +283,7 @@ func (t *httpTransport) handler(ho HTTPOptions, store *persistStore) http.Handle
 	// The drain guard comes first: a draining server resumes no session.
 	mux.Handle("/mcp", noBrowser(authorize(ho.Token, limitBody(ho.MaxBody, t.drain.guard(mcpHandler)))))
 	mux.HandleFunc(HealthPath, func(w http.ResponseWriter, r *http.Request) {
-		// No sandbox fields (README, "Many agents, one server"): 200 while
+		// No sandbox fields (docs/http.md, "Many agents, one server"): 200 while
 		// the server takes sessions, 503 while it drains (readiness).
 		w.Header().Set("Content-Type", "application/json")
 		if t.drain.on.Load() {

@@ -13,7 +13,7 @@ import (
 )
 
 // ViolationsURI is the resource holding the session's recent violations
-// (README, "Violations"): each MCP session reads its own.
+// (docs/observability.md, "Violations"): each MCP session reads its own.
 const ViolationsURI = "evener://session/violations"
 
 // violationsDoc is the resource's content, oldest first.

@@ -12,7 +12,7 @@ import (
 )
 
 // Audit appends one JSON line per decision to audit.jsonl in the state
-// directory, under the redaction contract (README, "The tools"): the mode, the tool, a
+// directory, under the redaction contract (docs/tools.md, "The tools"): the mode, the tool, a
 // redacted path (its base name) and a truncated command; never file
 // contents, never a full path of a secret.
 type Audit struct {
@@ -116,7 +116,7 @@ func Truncate(s string, n int) string {
 }
 
 // Terminal records a terminal's start, what was sent to it and its close
-// (README, "Terminals"): the terminal's id and a detail that never holds
+// (docs/terminals.md, "Terminals"): the terminal's id and a detail that never holds
 // what was typed (a password typed at a prompt must not reach the log),
 // only its size and the named keys.
 func (a *Audit) Terminal(tool, id, detail string, exitCode *int) {

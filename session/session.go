@@ -31,7 +31,7 @@ var ErrWidening = errors.New("the request would widen the session")
 const DegradedShell = "no tool here may change files, but no sandbox backend can enforce a read-only shell on this host: the shell is unconfined"
 
 // Resolve is the session's policy: base narrowed by req, then the delegate
-// floor (README, "Narrower sessions"): a session whose tools change no file
+// floor (docs/http.md, "Narrower sessions"): a session whose tools change no file
 // (mutates false) runs its shell read-only; under restricted it keeps
 // restricted's reads and blocks every persistent write; an explicit mode
 // other than read-only for such a session is refused. An explicit request
@@ -107,9 +107,9 @@ type Options struct {
 	// calls (0: no bound).
 	MaxProcessCalls int
 	// Terminals, when set, gives the session terminals under these limits
-	// and one loopback shared by its commands (README, "Terminals").
+	// and one loopback shared by its commands (docs/terminals.md, "Terminals").
 	Terminals *terminal.Limits
-	// ID and Scratch, when set, resume a persisted session (README,
+	// ID and Scratch, when set, resume a persisted session (docs/http.md,
 	// "Sessions that survive a restart"): its id, and its kept scratch in
 	// ScratchParent, reopened instead of created.
 	ID      string
@@ -126,7 +126,7 @@ type Session struct {
 	Outlet   *egress.Outlet      // nil unless sandboxed with the network on
 	// Terminals are the session's terminals (nil unless Options.Terminals).
 	Terminals *terminal.Set
-	// Violations are the session's recent violations (README,
+	// Violations are the session's recent violations (docs/observability.md,
 	// "Violations"): egress refusals, file-layer denials, what the tools
 	// attribute.
 	Violations *Violations
@@ -167,7 +167,7 @@ func Open(base *confine.Policy, mutates bool, req Request, o Options) (*Session,
 	if o.Terminals != nil {
 		s.Terminals = terminal.NewSet(s.Launcher, *o.Terminals)
 		// What the server did in git after a terminal's program ended
-		// (README, "Violations"): no call waits for it, so only the
+		// (docs/observability.md, "Violations"): no call waits for it, so only the
 		// session's violations tell.
 		s.Terminals.OnEnd(func(id string, res confine.Result) {
 			s.Violations.Add("terminal_start", GitViolations(res)...)
@@ -325,12 +325,12 @@ func (s *Session) Close() error {
 	return errors.Join(errs...)
 }
 
-// Violation is one refusal attributed to a call (README, "Violations"):
+// Violation is one refusal attributed to a call (docs/observability.md, "Violations"):
 // egress.Violation under the name the packages above session use (the
 // package map keeps them from importing egress). One type, two spellings.
 type Violation = egress.Violation
 
-// Memory records a memory write or delete (README, "Memory"): the tool,
+// Memory records a memory write or delete (docs/memory.md, "Memory"): the tool,
 // the scope and the file's base name; never its content.
 func (a *Audit) Memory(tool, scope, path string) {
 	a.Write(Record{Tool: tool, Decision: "memory-" + scope, Path: filepath.Base(path)})

@@ -10,7 +10,7 @@ import (
 	"github.com/evener-dev/evener-mcp/confine"
 )
 
-// MaxViolations bounds a session's recent violations (README,
+// MaxViolations bounds a session's recent violations (docs/observability.md,
 // "Violations"): the oldest is dropped when a new one arrives.
 const MaxViolations = 256
 
@@ -21,7 +21,7 @@ const (
 	ActionGitSetAside = "git-set-aside"
 	// ActionProtectedInGit: a command changed a protected path through
 	// git (a ref, HEAD or index entry it moved); the server set it back
-	// (README, "Protected paths and runner state").
+	// (docs/protected-paths.md, "Protected paths and runner state").
 	ActionProtectedInGit = "protected-in-git"
 )
 

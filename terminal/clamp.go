@@ -7,7 +7,7 @@ import (
 	"github.com/charmbracelet/x/ansi/parser"
 )
 
-// clamp is the screen emulator's input filter (README, "Terminals"): the
+// clamp is the screen emulator's input filter (docs/terminals.md, "Terminals"): the
 // emulator does work in proportion to the numbers in a control sequence
 // (it repeats a character once per REP count, moves once per tab stop),
 // so a few bytes of output could cost minutes of the server's CPU. clamp

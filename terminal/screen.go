@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// screen is a terminal's screen view (README, "Terminals"): the emulator
+// screen is a terminal's screen view (docs/terminals.md, "Terminals"): the emulator
 // fed the program's output through clamp, under a budget of the server's
 // time. Beyond the budget the output is not rendered (the screen view
 // says it is degraded; the output view has everything); rendering resumes

@@ -1,4 +1,4 @@
-// Package terminal keeps a session's terminals (README, "Terminals"): a
+// Package terminal keeps a session's terminals (docs/terminals.md, "Terminals"): a
 // program on a pseudo-terminal the server holds, started through the
 // session's launcher under the session's policy (never a host shell while
 // the session is sandboxed), with what it writes kept two ways: as a screen
@@ -36,7 +36,7 @@ import (
 	"github.com/evener-dev/evener-mcp/confine"
 )
 
-// Limits bound a session's terminals (README, "Terminals").
+// Limits bound a session's terminals (docs/terminals.md, "Terminals").
 type Limits struct {
 	// Max is how many terminals a session may have open at once.
 	Max int

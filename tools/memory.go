@@ -13,7 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// The five memory tools (README, "Memory"): notes the agent keeps between
+// The five memory tools (docs/memory.md, "Memory"): notes the agent keeps between
 // sessions, in the project's scope (the default) or the user's personal
 // one, each a confined root of its own under the state directory (package
 // memory). They never touch the worktree, start no process and reach no

@@ -21,7 +21,7 @@ type readArgs struct {
 
 // ReadResult is read_file's structured result: the text (Content) and what
 // the model needs to know about it. Some clients hand the model only the
-// structured content, others only the text content (README, "The tools"):
+// structured content, others only the text content (docs/tools.md, "The tools"):
 // the text content is the same text, byte for byte, with nothing added, so
 // either kind of client shows the model the file once.
 type ReadResult struct {

@@ -99,16 +99,16 @@ func Shell(d Deps) Tool {
 		}
 		text, truncated := out.result()
 		// The human watching the client may be at a terminal: no escape
-		// sequence of the command's reaches it (README, "The tools").
+		// sequence of the command's reaches it (docs/tools.md, "The tools").
 		text = termsafe.Clean(text)
 		kernel := attribute(text, d.Policy.Workdir())
 		var net []session.Violation
 		if d.NetViolations != nil {
 			net = d.NetViolations(started, time.Now())
 		}
-		// Repositories the git sweep set aside after the command (README,
+		// Repositories the git sweep set aside after the command (docs/security.md,
 		// "Git"), and protected paths the command changed in git that were
-		// set back (README, "Protected paths and runner state"): the model
+		// set back (docs/protected-paths.md, "Protected paths and runner state"): the model
 		// learns why its repository or commit is gone.
 		var gitNotes strings.Builder
 		setAside := session.GitViolations(res)
@@ -122,7 +122,7 @@ func Shell(d Deps) Tool {
 		}
 		viol := append(append(append([]session.Violation{}, kernel...), net...), setAside...)
 		if d.Audit != nil {
-			// The session's violations (README, "Violations"); the egress
+			// The session's violations (docs/observability.md, "Violations"); the egress
 			// refusals are there already, recorded as the proxies refused
 			// them.
 			d.Audit.Violated(shellFacts.Name, append(kernel, setAside...))
@@ -139,7 +139,7 @@ func Shell(d Deps) Tool {
 	}))
 }
 
-// Progress timing (README, "Clients tested"). Some clients (the official
+// Progress timing (docs/clients.md, "Clients tested"). Some clients (the official
 // TypeScript SDK v1, and hosts built on it) handle a progress notification
 // one microtask after a result that arrived in the same read, then call
 // the notification's token unknown, and some hosts drop the connection for
@@ -270,7 +270,7 @@ var refusals = []struct{ phrase, action string }{
 }
 
 // attribute finds the refusals a command met in its output, best-effort
-// (README, "The tools": kernel denials are attributed from the output): a
+// (docs/tools.md, "The tools": kernel denials are attributed from the output): a
 // line ending in one of the kernel's refusal messages names its target just
 // before it ("cat: /x: Permission denied", "mv: cannot move '.git' to '.g':
 // Device or resource busy").

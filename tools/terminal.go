@@ -12,7 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// The terminal_* tools (README, "Terminals"): interactive and long-running
+// The terminal_* tools (docs/terminals.md, "Terminals"): interactive and long-running
 // programs on a pseudo-terminal, under the session's sandbox, sharing the
 // session's loopback with its shell calls. Package terminal does the work.
 

@@ -57,12 +57,12 @@ var DefaultBounds = Bounds{
 }
 
 // Recorder receives every decision worth auditing. Implementations apply
-// the redaction contract (README, "The tools"): mode, tool, redacted path, truncated
+// the redaction contract (docs/tools.md, "The tools"): mode, tool, redacted path, truncated
 // command; never file contents, never a full secret path.
 type Recorder interface {
 	Denied(tool string, d *confine.Denial)
 	Shell(command string, res confine.Result, violations int)
-	// Violated records violations a tool found itself (README,
+	// Violated records violations a tool found itself (docs/observability.md,
 	// "Violations"); egress refusals are recorded as they happen.
 	Violated(tool string, vs []session.Violation)
 }
@@ -100,11 +100,11 @@ type Tool struct {
 type Facts struct {
 	Name string
 	// Changes says the tool changes files: a session without any such
-	// tool runs its shell read-only (README, "Narrower sessions": the
+	// tool runs its shell read-only (docs/http.md, "Narrower sessions": the
 	// delegate floor).
 	Changes bool
 	// Approval is "read" or "write" when a denial for lying outside the
-	// roots may ask the human to allow the one call (README, "Approval
+	// roots may ask the human to allow the one call (docs/http.md, "Approval
 	// (escalation)"); "" never asks.
 	Approval string
 	// Processes says the tool starts processes: its calls count against
@@ -113,10 +113,10 @@ type Facts struct {
 	// Files says the tool needs the confined file layer; a build without
 	// one offers only the tools that do not.
 	Files bool
-	// Terminal says the tool works on the session's terminals (README,
+	// Terminal says the tool works on the session's terminals (docs/terminals.md,
 	// "Terminals"): a session that cannot have them offers none of these.
 	Terminal bool
-	// Memory is "read" or "write" for the memory tools (README,
+	// Memory is "read" or "write" for the memory tools (docs/memory.md,
 	// "Memory"): they need the session's memory, not its file layer, and
 	// a session without a tool that Changes files gets the "read" ones
 	// only; "" for every other tool.
@@ -228,7 +228,7 @@ func schemas(in, out string) mcp.ToolOption {
 }
 
 // DenialMetaKey is where a refusal's typed Denial travels: the result's
-// _meta (README, "Denials"). It is not the structured content, because
+// _meta (docs/tools.md, "Denials"). It is not the structured content, because
 // strict clients validate structuredContent against the tool's output
 // schema even on error results, and no tool's output schema describes a
 // refusal.
@@ -262,7 +262,7 @@ func (d Deps) failure(tool string, err error) *mcp.CallToolResult {
 			rec := den
 			if den.Op == "resolve" && changesFiles[tool] {
 				// A path refused before any operation, by a tool that
-				// writes: recorded as the write it was for (README,
+				// writes: recorded as the write it was for (docs/observability.md,
 				// "Violations": file-read or file-write).
 				c := *den
 				c.Op, rec = "write", &c

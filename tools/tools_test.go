@@ -79,7 +79,7 @@ func TestAnnotationsExplicit(t *testing.T) {
 		}
 		// The facts agree with the annotations: a tool that changes files
 		// is not read-only, and only such tools count for the floor. The
-		// memory tools never count (README, "Memory"): theirs is "read"
+		// memory tools never count (docs/memory.md, "Memory"): theirs is "read"
 		// exactly when they are read-only.
 		switch {
 		case st.Facts.Memory != "":
@@ -108,7 +108,7 @@ func TestAnnotationsExplicit(t *testing.T) {
 }
 
 // TestNoDirectFileOrProcessAccess: tools reach files and processes only
-// through confine (README, "The tools").
+// through confine (docs/tools.md, "The tools").
 func TestNoDirectFileOrProcessAccess(t *testing.T) {
 	banned := []string{"os.Open(", "os.OpenFile(", "os.Create(", "os.WriteFile(", "os.ReadFile(", "os.Remove(", "os.RemoveAll(", "os.Rename(", "os.Mkdir(", "os.MkdirAll(", "os.ReadDir(", "os.Stat(", "os.Lstat(", "syscall.", "unix."}
 	err := filepath.Walk(".", func(p string, info os.FileInfo, err error) error {

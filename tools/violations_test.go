@@ -9,7 +9,7 @@ import (
 
 // TestDenialViolationAction: a path refused before any operation is
 // recorded as a write for a tool that writes and as a read otherwise
-// (README, "Violations").
+// (docs/observability.md, "Violations").
 func TestDenialViolationAction(t *testing.T) {
 	for tool, want := range map[string]string{"write_file": "file-write", "apply_patch": "file-write", "read_file": "file-read", "grep": "file-read"} {
 		rec := session.Recorder{Violations: &session.Violations{}}

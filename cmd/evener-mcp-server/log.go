@@ -9,7 +9,7 @@ import (
 	"github.com/evener-dev/evener-mcp/server"
 )
 
-// logOptions are the server's --log-format and --log-level (README,
+// logOptions are the server's --log-format and --log-level (docs/observability.md,
 // "Logs").
 type logOptions struct {
 	format, level string

@@ -76,7 +76,7 @@ func runStdio(args []string) int {
 	if os.Getenv("GOMAXPROCS") == "" {
 		// One scheduler slot fewer than CPUs, so a stdio server's idle
 		// threads never contend with the client and the MCP servers behind
-		// it, every CPU while grep or glob runs (README, "MCP servers
+		// it, every CPU while grep or glob runs (docs/gateway.md, "MCP servers
 		// behind evener-mcp", speed).
 		o.ComputeProcs = runtime.NumCPU()
 		runtime.GOMAXPROCS(stdioProcs(o.ComputeProcs))

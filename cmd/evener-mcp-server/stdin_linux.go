@@ -10,7 +10,7 @@ import (
 // it is a pipe or a socket (as an agent host connects it): a blocking read
 // holds an OS thread and its scheduler slot while the client thinks, and
 // every message then waits for the scheduler to take the slot back, which
-// was a measurable share of a forwarded call (README, "MCP servers behind
+// was a measurable share of a forwarded call (docs/gateway.md, "MCP servers behind
 // evener-mcp"). A terminal, a file or anything else is read as it is. The
 // returned func puts the descriptor back in blocking mode, for whoever
 // shares it after this process.

@@ -1,6 +1,5 @@
-// Package archtest holds the tests that keep the package map true (README,
-// "Layout"; docs/architecture.md): which of our packages each package may
-// import, where the MCP library may be used, and the lists that two
+// Package archtest holds the tests that keep the package map true
+// (docs/architecture.md): which of our packages each package may import, where the MCP library may be used, and the lists that two
 // packages keep and that must agree.
 package archtest
 
@@ -118,7 +117,7 @@ func TestImportMap(t *testing.T) {
 
 // TestLauncherBinaryHasNoMCP: evener-mcp (exec, probe, the relay every
 // networked sandbox starts) links no MCP library: its schema package costs
-// milliseconds at every start (README, "Speed"), and no metrics library
+// milliseconds at every start (docs/speed.md, "Speed"), and no metrics library
 // (its collectors register at init), and no Kubernetes API types (only the
 // manifests' test uses them).
 func TestLauncherBinaryHasNoMCP(t *testing.T) {

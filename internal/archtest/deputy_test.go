@@ -13,7 +13,7 @@ import (
 	"testing"
 )
 
-// The server is never the sandbox's deputy (README, "What is enforced",
+// The server is never the sandbox's deputy (docs/security.md, "What is enforced",
 // "The server itself"; docs/architecture.md, invariant 6): what it creates,
 // removes, renames or changes in a tree a sandbox can write goes through a
 // held directory (confine.HeldDir, openat2 beneath a held descriptor,

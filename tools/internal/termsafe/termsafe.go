@@ -1,6 +1,6 @@
 // Package termsafe neutralises terminal control sequences in command output
 // before it reaches an MCP client, whose human may be watching it in a
-// terminal (README, "The tools"): an OSC 52 sequence would write their
+// terminal (docs/tools.md, "The tools"): an OSC 52 sequence would write their
 // clipboard, OSC 8 would hide a link behind text, a CSI sequence could
 // clear the screen, move the cursor over earlier lines or retitle the
 // window.
