@@ -28,7 +28,7 @@
 // off, fewer tools, more deny_paths, a shorter shell timeout, lower limits.
 // Asking for more than the trusted layers grant is an error, so the server
 // refuses to start rather than run differently than the project asked. Keys
-// that could only widen (allow_domains, add_dirs, hooks, env_passthrough,
+// that could only widen (allow_domains, add_dirs, hooks, ssh_agent, env_passthrough,
 // backend) are ignored with a warning. A project file or .evener directory
 // that is a symlink is ignored with a warning and never followed.
 package config
@@ -71,6 +71,10 @@ type Flags struct {
 	// StateRW are --state-rw directories (repeatable): an agent host's own
 	// state, writable in every sandboxed mode.
 	StateRW []string
+	// SSHAgent are --ssh-agent keys (repeatable): fingerprints or
+	// public-key files the session's brokered agent offers for logins and
+	// signing (docs/ssh-agent.md).
+	SSHAgent []string
 }
 
 // Config is the fully resolved configuration: the confine.Spec plus
@@ -103,6 +107,9 @@ type Config struct {
 	// "Memory"); false by --disable-memory or memory = false (which the
 	// project file may set, never unset).
 	Memory bool
+	// SSHAgent is the brokered per-session SSH agent (docs/ssh-agent.md),
+	// nil when no trusted layer asks for one.
+	SSHAgent *SSHAgent
 	// MCPServers are the user's stdio MCP servers run behind evener-mcp,
 	// from trusted layers only, in the order declared.
 	MCPServers []MCPServer
@@ -183,6 +190,9 @@ func Load(f Flags, env []string) (*Config, error) {
 	if err := m.flags(f); err != nil {
 		return nil, err
 	}
+	if err := m.sshAgentDefaults(env); err != nil {
+		return nil, err
+	}
 	if err := m.backendNone(); err != nil {
 		return nil, err
 	}
@@ -252,6 +262,9 @@ func (m *merger) flags(f Flags) error {
 		c.Spec.AddDirs = appendNew(c.Spec.AddDirs, p)
 	}
 	if err := m.protectFlags(f); err != nil {
+		return err
+	}
+	if err := m.sshAgentFlags(f.SSHAgent); err != nil {
 		return err
 	}
 	if f.Tools != "" {

@@ -35,6 +35,9 @@ type layer struct {
 	Terminals      fileTerminals         `toml:"terminals"`
 	Hooks          map[string][]fileHook `toml:"hooks"`
 
+	// SSHAgent is the [ssh_agent] table (sshagent.go); nil when absent.
+	SSHAgent *fileSSHAgent `toml:"ssh_agent"`
+
 	// MCPServers are the [mcp_servers.NAME] tables (mcpservers.go).
 	MCPServers map[string]fileMCPServer `toml:"mcp_servers"`
 
@@ -184,6 +187,11 @@ func (m *merger) trusted(l *layer, path, base string) error {
 	}
 	if err := m.mcpServers(l.MCPServers, path, base); err != nil {
 		return err
+	}
+	if l.SSHAgent != nil {
+		if err := m.sshAgent(l.SSHAgent, base); err != nil {
+			return err
+		}
 	}
 	return m.hooks(l)
 }

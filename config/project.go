@@ -55,6 +55,10 @@ func (m *merger) project(l *layer, path string) error {
 		c.Warnings = append(c.Warnings, ProjectFile+": ignoring hooks: this file sits in the model's own write surface,"+
 			" and a hook runs a command (and is granted its directory) on the file's say-so; declare hooks in the global file or a --config file")
 	}
+	if l.defined("ssh_agent") {
+		c.Warnings = append(c.Warnings, ProjectFile+": ignoring ssh_agent: this file sits in the model's own write surface,"+
+			" and the agent signs with the user's keys on the file's say-so; declare it in the global file or a --config file")
+	}
 	if l.defined("mcp_servers") {
 		c.Warnings = append(c.Warnings, ProjectFile+": ignoring mcp_servers: this file sits in the model's own write surface,"+
 			" and a server runs a program (and is granted its directories) on the file's say-so; declare servers in the global file, a --config file or an --mcp-config file")

@@ -51,6 +51,7 @@ func NewFlagSet(name string) *FlagSet {
 	fs.StringVar(&s.F.StateDir, "state-dir", "", "audit log and session records")
 	fs.Var((*listFlag)(&s.F.Protect), "protect", "path never writable in any sandboxed mode, by the file tools or any command (repeatable)")
 	fs.Var((*listFlag)(&s.F.StateRW), "state-rw", "runner state directory, writable in every sandboxed mode, read-only included (repeatable)")
+	fs.Var((*listFlag)(&s.F.SSHAgent), "ssh-agent", "give each session a brokered SSH agent offering this key (a SHA256 fingerprint or a public-key file) for logins to allowed hosts and commit signing; [ssh_agent] sets the rest (repeatable)")
 	fs.BoolVar(&s.F.DisableMemory, "disable-memory", false, "publish no memory tools and no memory guidance")
 	fs.IntVar(&s.F.MaxConcurrentCalls, "max-concurrent-calls", 0, "shell calls one session may run at once (default 8); each sandbox is also bound by limits.procs")
 	fs.IntVar(&s.F.Terminals.Max, "max-terminals", 0, "terminals one session may have open at once (default 8)")
