@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -41,6 +42,7 @@ type Launcher struct {
 	closed  bool
 	egress  *EgressBridge
 	exe     string // this binary: the egress relay (Linux), the connect helper (macOS)
+	agent   string // the host path of the session's SSH agent socket (SetAgent), "" for none
 	// onStarted, when set, receives each sandboxed spawn's start latency
 	// (SetStartObserver).
 	onStarted func(time.Duration)
@@ -215,6 +217,27 @@ func (s *Launcher) SetEgress(b EgressBridge) error {
 	return nil
 }
 
+// SetAgent makes every later spawn see the session's brokered SSH agent
+// (docs/ssh-agent.md): the socket at host path sock is bound into each
+// sandbox at AgentSocket, and SSH_AUTH_SOCK names it (mode off: the host
+// path). Only the Linux backend binds it.
+func (s *Launcher) SetAgent(sock string) error {
+	if runtime.GOOS != "linux" && s.p.Load().Mode() != ModeOff {
+		return errors.New("the brokered SSH agent needs the Linux sandbox backend")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.agent = sock
+	return nil
+}
+
+// agentSocket is what SetAgent set.
+func (s *Launcher) agentSocket() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.agent
+}
+
 // SetStartObserver makes every later sandboxed spawn report its start
 // latency to f: from the start of Run (the filesystem inspected, the mount
 // plan and bubblewrap's arguments built) until the sandbox is released to
@@ -275,6 +298,9 @@ func (s *Launcher) Prepare(c Command) (*Prepared, error) {
 	over["TMPDIR"] = s.scratch
 	over["EVENER_SCRATCH_DIR"] = s.scratch
 	if p.Mode() == ModeOff {
+		if a := s.agentSocket(); a != "" {
+			over["SSH_AUTH_SOCK"] = a
+		}
 		env := EnvFloor(p.env, s.envPass, ModeOff, over, nil)
 		path, err := exec.LookPath(c.Args[0])
 		if err != nil {

@@ -113,6 +113,13 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 			cmdArgs = append([]string{relayExe, RelaySubcommand, "--"}, c.Args...)
 		}
 	}
+	if a := s.agentSocket(); a != "" {
+		if k, _ := lstatKind(a); k == PathAbsent || k == PathSymlink || k == PathDir {
+			return nil, fmt.Errorf("%w: the session's SSH agent socket is missing or not what it was", ErrUnsafeLayout)
+		}
+		l.Agent = a
+		over["SSH_AUTH_SOCK"] = AgentSocket
+	}
 	cacheEnv := map[string]string{}
 	switch p.Cache() {
 	case CachePrivate:

@@ -175,6 +175,9 @@ type Layout struct {
 	// binary (the relay) and the two Unix sockets, bound into the private
 	// /tmp.
 	Egress *EgressMounts
+	// Agent, when set, is the host path of the session's SSH agent socket,
+	// bound at AgentSocket.
+	Agent string
 }
 
 // EgressMounts are the host paths the bridge binds into the sandbox.
@@ -230,6 +233,9 @@ func Plan(p *Policy, l Layout) MountPlan {
 		add(Mount{Kind: MountROBind, Src: e.Exe, Dst: relayExe, Why: "egress relay (this binary)"})
 		add(Mount{Kind: MountROBind, Src: e.HTTPSocket, Dst: relayHTTPSock, Why: "egress: the session's HTTP proxy"})
 		add(Mount{Kind: MountROBind, Src: e.SOCKSSocket, Dst: relaySOCKSSock, Why: "egress: the session's SOCKS5 proxy"})
+	}
+	if l.Agent != "" {
+		add(Mount{Kind: MountROBind, Src: l.Agent, Dst: AgentSocket, Why: "the session's brokered SSH agent"})
 	}
 	// Hook directories: after the private /tmp (a hook may live below a temp
 	// root), before every write root (which stay writable) and before the masks

@@ -16,6 +16,10 @@ import (
 // relays to those sockets, then runs the command as its child. No socat,
 // no polling: the listeners exist before the command starts.
 
+// AgentSocket is where a session's brokered SSH agent appears inside the
+// sandbox (Launcher.SetAgent), in its private /tmp.
+const AgentSocket = "/tmp/.evener-ssh-agent/agent.sock"
+
 // RelayDir is where the bridge appears inside the sandbox.
 const RelayDir = "/tmp/.evener-egress"
 

@@ -260,6 +260,7 @@ func (h *Hub) buildSession(sp sessionSpec) (*Session, error) {
 		Spawner:         true, // a server session lives long enough to amortise it
 		StateDir:        o.Config.StateDir,
 		AllowDomains:    o.Config.AllowDomains,
+		SSHAgent:        (*session.SSHAgent)(o.Config.SSHAgent),
 		MaxProcessCalls: max,
 		Terminals: &terminal.Limits{Max: o.Config.Terminals.Max, Scrollback: o.Config.Terminals.Scrollback,
 			Idle: o.Config.Terminals.Idle},

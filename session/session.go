@@ -12,6 +12,7 @@ import (
 
 	"github.com/evener-dev/evener-mcp/confine"
 	"github.com/evener-dev/evener-mcp/egress"
+	"github.com/evener-dev/evener-mcp/sshagent"
 	"github.com/evener-dev/evener-mcp/terminal"
 )
 
@@ -109,6 +110,9 @@ type Options struct {
 	// Terminals, when set, gives the session terminals under these limits
 	// and one loopback shared by its commands (docs/terminals.md, "Terminals").
 	Terminals *terminal.Limits
+	// SSHAgent, when set, gives the session a brokered SSH agent bound
+	// into its sandboxes (docs/ssh-agent.md); nil: the session sees no agent.
+	SSHAgent *SSHAgent
 	// ID and Scratch, when set, resume a persisted session (docs/http.md,
 	// "Sessions that survive a restart"): its id, and its kept scratch in
 	// ScratchParent, reopened instead of created.
@@ -138,7 +142,9 @@ type Session struct {
 	NoFileLayer string
 
 	o        Options
-	spawning atomic.Int64 // process calls in flight (MaxProcessCalls)
+	agent    *sshagent.Server // nil without Options.SSHAgent
+	agentLog agentLog         // its recent refusals
+	spawning atomic.Int64     // process calls in flight (MaxProcessCalls)
 	closed   atomic.Bool
 }
 
@@ -190,11 +196,11 @@ func Open(base *confine.Policy, mutates bool, req Request, o Options) (*Session,
 			return nil, err
 		}
 	}
+	socketParent := os.TempDir()
+	if o.ScratchParent != "" {
+		socketParent = o.ScratchParent
+	}
 	if pol.Mode() != confine.ModeOff && pol.Network() == confine.NetworkOn {
-		socketParent := os.TempDir()
-		if o.ScratchParent != "" {
-			socketParent = o.ScratchParent
-		}
 		hosts := o.HostsFile
 		if hosts == "" {
 			hosts = os.Getenv(egress.HostsEnv)
@@ -212,6 +218,12 @@ func Open(base *confine.Policy, mutates bool, req Request, o Options) (*Session,
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("--sandbox-net on: %w", err)
+		}
+	}
+	if o.SSHAgent != nil {
+		if err := s.openAgent(o.SSHAgent, socketParent); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("ssh_agent: %w", err)
 		}
 	}
 	return s, nil
@@ -283,13 +295,10 @@ func (s *Session) ProcessCall() (release func(), err error) {
 	return func() { s.spawning.Add(-1) }, nil
 }
 
-// NetViolations are the egress refusals recorded in [from, to] (none
-// without an outlet).
+// NetViolations are the egress and SSH agent refusals recorded in
+// [from, to] (none without an outlet or an agent).
 func (s *Session) NetViolations(from, to time.Time) []Violation {
-	if s.Outlet == nil {
-		return nil
-	}
-	return s.Outlet.Between(from, to)
+	return append(s.Outlet.Between(from, to), s.agentLog.between(from, to)...)
 }
 
 // KeepScratch makes Close leave the session's scratch in place: the
@@ -314,6 +323,7 @@ func (s *Session) Close() error {
 	if s.Outlet != nil {
 		errs = append(errs, s.Outlet.Close())
 	}
+	errs = append(errs, s.agent.Close())
 	if s.Files != nil {
 		errs = append(errs, s.Files.Close())
 	}

@@ -51,6 +51,7 @@ func runExec(args []string) int {
 	sess, err := session.Open(pol, true, session.Request{}, session.Options{
 		EnvPassthrough: cfg.EnvPassthrough,
 		AllowDomains:   cfg.AllowDomains,
+		SSHAgent:       (*session.SSHAgent)(cfg.SSHAgent),
 		OnRefusal: func(v session.Violation) {
 			fmt.Fprintf(os.Stderr, "evener-mcp: egress refused %s: %s\n", v.Target, v.Raw)
 		},

@@ -28,7 +28,8 @@ var allowed = map[string][]string{
 	"config":                {"confine"},
 	"confine":               {},
 	"egress":                {},
-	"session":               {"confine", "egress", "terminal"},
+	"session":               {"confine", "egress", "terminal", "sshagent"},
+	"sshagent":              {}, // a session's brokered SSH agent: the session hands it the allowlist's decision
 	"tools":                 {"confine", "session", "memory", "terminal", "tools/internal/"},
 	"hooks":                 {"confine", "session"},
 	"memory":                {"confine"},
