@@ -2,7 +2,7 @@
 # Installs what evener-mcp and its tests need on Debian/Ubuntu: bubblewrap
 # (the sandbox), and the tools the integration tests drive (git, perl,
 # util-linux's unshare, setpriv and nsenter, python3 for the terminal tests' REPL and servers,
-# node and npm for the TypeScript client). Go itself must already be installed.
+# OpenSSH's client and server for the SSH agent's tests, node and npm for the TypeScript client). Go itself must already be installed.
 set -euo pipefail
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
@@ -15,6 +15,10 @@ command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v wget >/dev/null 2>&1 || need+=(wget)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+command -v ssh-agent >/dev/null 2>&1 || need+=(openssh-client)
+# The brokered SSH agent's tests (integration/sshagent_test.go) start their
+# own sshd on loopback; nothing is started at install.
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
 # The integration tests drive the server with the official MCP TypeScript
 # SDK client (integration/tsclient), installed with npm by the tests.
 command -v node >/dev/null 2>&1 || need+=(nodejs)
