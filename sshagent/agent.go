@@ -111,8 +111,9 @@ type Server struct {
 	ln  *net.UnixListener
 	lim *limiter
 
-	mu     sync.Mutex // guards conns and closed
+	mu     sync.Mutex // guards conns, ups and closed
 	conns  map[net.Conn]struct{}
+	ups    map[net.Conn]struct{} // the connections to the real agent
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -136,7 +137,7 @@ func Listen(parent string, p Policy) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("ssh agent: %w", err)
 	}
-	s := &Server{p: p, dir: dir, ln: ln, lim: newLimiter(p.MaxPerMinute, time.Minute), conns: map[net.Conn]struct{}{}}
+	s := &Server{p: p, dir: dir, ln: ln, lim: newLimiter(p.MaxPerMinute, time.Minute), conns: map[net.Conn]struct{}{}, ups: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -159,6 +160,11 @@ func (s *Server) Close() error {
 	s.closed = true
 	err := s.ln.Close()
 	for c := range s.conns {
+		c.Close()
+	}
+	// A request waiting on the real agent (a key added with ssh-add -c
+	// waits for the user) ends too.
+	for c := range s.ups {
 		c.Close()
 	}
 	s.mu.Unlock()
@@ -201,6 +207,29 @@ func (s *Server) accept() {
 			c.Close()
 		}()
 	}
+}
+
+// dialUpstream connects to the real agent, tracked so that Close ends it.
+func (s *Server) dialUpstream() (net.Conn, error) {
+	c, err := net.DialTimeout("unix", s.p.Upstream, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return nil, errors.New("closed")
+	}
+	s.ups[c] = struct{}{}
+	return c, nil
+}
+
+func (s *Server) dropUpstream(c net.Conn) {
+	s.mu.Lock()
+	delete(s.ups, c)
+	s.mu.Unlock()
+	c.Close()
 }
 
 func (s *Server) record(e Event) {

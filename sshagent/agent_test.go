@@ -371,3 +371,38 @@ func TestConnBound(t *testing.T) {
 		t.Errorf("socket directory left: %v", err)
 	}
 }
+
+// TestCloseEndsUpstreamWait: Close does not wait for a real agent that
+// never answers (one asking its user to confirm a key, say).
+func TestCloseEndsUpstreamWait(t *testing.T) {
+	dir := t.TempDir()
+	up := filepath.Join(dir, "up.sock")
+	ln, err := net.Listen("unix", up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // never answers
+		}
+	}()
+	s, err := Listen(dir, Policy{Upstream: up, Keys: []string{"SHA256:x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client(t, s)
+	go c.List()
+	time.Sleep(200 * time.Millisecond)
+	done := make(chan struct{})
+	go func() { s.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for the real agent")
+	}
+}

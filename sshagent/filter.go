@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -43,7 +44,7 @@ var _ agent.ExtendedAgent = (*connAgent)(nil)
 
 func (a *connAgent) close() {
 	if a.upConn != nil {
-		a.upConn.Close()
+		a.srv.dropUpstream(a.upConn)
 	}
 }
 
@@ -51,9 +52,13 @@ func (a *connAgent) close() {
 // for the next exchange.
 func (a *connAgent) upstream() (agent.ExtendedAgent, error) {
 	if a.up == nil {
-		c, err := net.DialTimeout("unix", a.srv.p.Upstream, 5*time.Second)
+		c, err := a.srv.dialUpstream()
 		if err != nil {
-			return nil, fmt.Errorf("the user's agent is not reachable: %w", errors.Unwrap(err))
+			var se *os.SyscallError
+			if errors.As(err, &se) {
+				err = se.Err // no host path in the reason
+			}
+			return nil, fmt.Errorf("the user's agent is not reachable: %w", err)
 		}
 		a.upConn, a.up = c, agent.NewClient(c)
 	}
