@@ -305,6 +305,9 @@ func TestSSHAgentStdio(t *testing.T) {
 		e := newEnv(t, id)
 		f := newSSHFixture(t, e)
 		m := e.mcp(t, "--config", f.cfg)
+		if p := m.preamble(t); !strings.Contains(p, "SSH agent: $SSH_AUTH_SOCK is this session's own agent") {
+			t.Errorf("the preamble does not tell of the agent:\n%s", p)
+		}
 		f.checkSign(t, "sign", m.call(t, "shell", map[string]any{"command": f.signScript()}))
 		f.checkLogin(t, "login", m.call(t, "shell", map[string]any{"command": f.loginScript()}))
 		if out := hostGit(t, f.remote, "log", "--format=%G? %s", "-1", "main"); !strings.Contains(out, "signed") {

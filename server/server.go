@@ -316,6 +316,7 @@ func (s *Session) start(ctx context.Context) {
 		s.h.warnOnce("file tools not offered: %s; sessions publish the shell only", s.sb.NoFileLayer)
 	}
 	s.preamble += s.memoryPreamble()
+	s.preamble += s.sb.AgentPreamble()
 	if warning, extra := s.hooks.start(ctx); warning != "" || extra != "" {
 		if warning != "" {
 			s.log.Warn(warning)

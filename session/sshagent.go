@@ -136,3 +136,22 @@ func (s *Session) agentEvent(e sshagent.Event) {
 	s.agentLog.add(v)
 	s.Violations.Add("", v)
 }
+
+// AgentPreamble is the line the model reads about the session's agent
+// ("" without one): what it signs, so that the model neither hunts for
+// keys nor retries a refusal.
+func (s *Session) AgentPreamble() string {
+	if s.agent == nil {
+		return ""
+	}
+	a := s.o.SSHAgent
+	var what []string
+	if len(a.SignKeys) > 0 {
+		what = append(what, "signs commits (git commit -S with gpg.format=ssh; namespaces "+strings.Join(a.Namespaces, ", ")+")")
+	}
+	if len(a.Keys) > 0 {
+		what = append(what, "authenticates ssh and git over SSH to hosts on the allowlist that known_hosts names")
+	}
+	return "- SSH agent: $SSH_AUTH_SOCK is this session's own agent; it " + strings.Join(what, " and ") +
+		". It refuses everything else (other namespaces, other hosts, adding or removing keys); a refusal is an ssh-agent violation saying why.\n"
+}
