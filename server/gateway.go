@@ -210,7 +210,8 @@ func (s *Session) startGateway() string {
 				s.h.warnOnce("mcp_servers.%s: grant %s refused: %s (%s)", e.Name, g.Command, g.Refused, g.Detail)
 			}
 		}
-		srv := gateway.Start(gateway.Entry{Name: e.Name, Command: e.Command, Args: e.Args, Env: e.Env, Network: e.Network, Tools: e.Tools},
+		srv := gateway.Start(gateway.Entry{Name: e.Name, Command: e.Command, Args: e.Args, Env: e.Env, Network: e.Network,
+			Tools: e.Tools, DenyTools: e.DenyTools, Approval: e.Approval},
 			s.sb.Launcher, s.h.o.logger().With("session", s.sb.ID), s.gatewayChanged,
 			func(ctx context.Context, params map[string]any) {
 				s.notifyCall(ctx, "notifications/progress", params)
