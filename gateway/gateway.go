@@ -43,9 +43,6 @@ type Entry struct {
 	// patterns; DenyTools publishes none that match one of its own, and
 	// wins (Selected).
 	Tools, DenyTools []string
-	// Approval is the pin policy (docs/gateway.md, "Pins"): first-use,
-	// always or off; the server package applies it.
-	Approval string
 }
 
 // Sep joins a server's name and its tool's: NAME__TOOL.

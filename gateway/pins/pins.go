@@ -228,26 +228,27 @@ func (s Store) Read(key string) (f *File, exists bool, err error) {
 
 // Update reads the file of key under its lock, lets change edit it
 // (exists as in Read), and writes it when change says so. The lock is
-// held until the new file is in place.
-func (s Store) Update(key string, change func(f *File, exists bool) (bool, error)) (*File, error) {
+// held until the new file is in place; the stamp returned (Stamp) is the
+// file's as this update left it.
+func (s Store) Update(key string, change func(f *File, exists bool) (bool, error)) (*File, string, error) {
 	unlock, err := s.lock(key)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer unlock()
 	f, exists, err := s.Read(key)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	write, err := change(f, exists)
 	if err != nil || !write {
-		return f, err
+		return f, s.Stamp(key), err
 	}
 	f.Version = 1
 	if err := s.write(key, f); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return f, nil
+	return f, s.Stamp(key), nil
 }
 
 // Keys lists the keys of the files in the store.

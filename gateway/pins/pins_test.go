@@ -122,7 +122,7 @@ func TestStoreConcurrent(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			_, err := s.Update("k", func(f *File, exists bool) (bool, error) {
+			_, _, err := s.Update("k", func(f *File, exists bool) (bool, error) {
 				if f.Pending == nil {
 					f.Pending = map[string]Pending{}
 				}
@@ -164,7 +164,7 @@ func TestStoreConcurrent(t *testing.T) {
 		t.Errorf("keys %v", keys)
 	}
 	st := s.Stamp("k")
-	if _, err := s.Update("k", func(f *File, _ bool) (bool, error) { return true, nil }); err != nil || s.Stamp("k") == st {
+	if _, st2, err := s.Update("k", func(f *File, _ bool) (bool, error) { return true, nil }); err != nil || s.Stamp("k") == st || st2 != s.Stamp("k") {
 		t.Errorf("a write did not change the stamp: %v", err)
 	}
 }
