@@ -87,7 +87,11 @@ func TestGatewayPins(t *testing.T) {
 		if slices.Contains(names, "pinny__echo") || slices.Contains(names, "pinny__extra") || !slices.Contains(names, "pinny__stable") {
 			t.Fatalf("after the change: %v", names)
 		}
-		if r := m.call(t, "pinny__echo", nil); !r.IsError {
+		ctx, cancel := testCtx()
+		defer cancel()
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "pinny__echo"
+		if r, err := m.c.CallTool(ctx, req); err == nil && !r.IsError {
 			t.Errorf("a pending tool answered: %s", text(r))
 		}
 		if p := m.preamble(t); !strings.Contains(p, "pinny__echo (changed since approved)") || !strings.Contains(p, "pinny__extra (new)") {
