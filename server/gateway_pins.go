@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/evener-dev/evener-mcp/config"
 	"github.com/evener-dev/evener-mcp/gateway"
 	"github.com/evener-dev/evener-mcp/gateway/pins"
+	"github.com/evener-dev/evener-mcp/session"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -21,7 +23,10 @@ import (
 // schema changed since its pin, is withheld and recorded as pending in the
 // pin file; the preamble names it; `evener-mcp gateway approve` pins it,
 // and a session waiting on a pending tool sees the file change (PinPoll),
-// publishes it and tells the client once (tools/list_changed).
+// publishes it and tells the client once (tools/list_changed). A client
+// that can elicit is asked instead, one tool at a time (askPins), and an
+// approval it gives goes through the PreToolUse hooks of the tool's
+// published name like a call of it: a hook can veto it.
 
 // PinPoll is how often a session with tools awaiting approval looks at
 // their pin files; a variable so tests may shorten it.
@@ -36,9 +41,31 @@ type sessionPins struct {
 	// stamps maps a pin file's key to its stamp (pins.Store.Stamp) as
 	// this session last read or wrote it.
 	stamps map[string]string
+	// waiting maps a published name to what awaits approval of it.
+	waiting map[string]pendingTool
 	// polling says the poll goroutine runs; done ends it.
 	polling bool
 	done    chan struct{}
+	// client is a context of the client's (its session, detached from
+	// the request it came with, ended with the session), set once it has
+	// listed its tools when it can elicit; nil otherwise.
+	client context.Context
+	cancel context.CancelFunc
+	// asking says askPins runs; asked holds the versions (askKey) the
+	// human was asked about in this session, not to ask again.
+	asking bool
+	asked  map[string]bool
+}
+
+// pendingTool is one tool awaiting approval, as the pin file has it.
+type pendingTool struct {
+	server, own string
+	p           pins.Pending
+}
+
+// askKey is the version of a pending tool the human is asked about.
+func askKey(name string, p pins.Pending) string {
+	return name + "\x00" + p.Title + "\x00" + p.Description + "\x00" + p.Schema
 }
 
 // pinPolicy is the approval policy of the server named name ("off" when
@@ -121,12 +148,18 @@ func (s *Session) pinned(srv *gateway.Server, ts []mcp.Tool) []mcp.Tool {
 		return nil
 	}
 	var waiting []string
+	for name := range p.waiting {
+		if strings.HasPrefix(name, prefix) {
+			delete(p.waiting, name)
+		}
+	}
 	for own, w := range f.Pending {
 		why := "new"
 		if w.Old != nil {
 			why = "changed since approved"
 		}
 		waiting = append(waiting, prefix+own+" ("+why+")")
+		p.waiting[prefix+own] = pendingTool{server: srv.Name(), own: own, p: w}
 	}
 	slices.Sort(waiting)
 	if len(waiting) == 0 {
@@ -140,6 +173,7 @@ func (s *Session) pinned(srv *gateway.Server, ts []mcp.Tool) []mcp.Tool {
 			p.polling = true
 			go s.pollPins(p)
 		}
+		s.askLocked(p)
 	}
 	out := make([]mcp.Tool, 0, len(publish))
 	for _, own := range publish {
@@ -153,7 +187,8 @@ func (s *Session) gwPins() *sessionPins {
 	s.gw.mu.Lock()
 	defer s.gw.mu.Unlock()
 	if s.gw.pins == nil {
-		s.gw.pins = &sessionPins{pending: map[string][]string{}, stamps: map[string]string{}, done: make(chan struct{})}
+		s.gw.pins = &sessionPins{pending: map[string][]string{}, stamps: map[string]string{}, done: make(chan struct{}),
+			waiting: map[string]pendingTool{}, asked: map[string]bool{}}
 	}
 	return s.gw.pins
 }
@@ -205,6 +240,9 @@ func (s *Session) stopPins() {
 		case <-p.done:
 		default:
 			close(p.done)
+			if p.cancel != nil {
+				p.cancel()
+			}
 		}
 		p.mu.Unlock()
 	}
@@ -233,4 +271,147 @@ func (s *Session) pinStatus() string {
 	slices.Sort(all)
 	return fmt.Sprintf("- MCP server tools not published until the user approves them (`evener-mcp gateway pending` shows what changed, `evener-mcp gateway approve NAME` approves, in this project): %s.\n",
 		strings.Join(all, ", "))
+}
+
+// pinClient records the client of ctx (a tools/list of it) as the one to
+// ask about pending tools, when it can elicit, and asks about those
+// waiting already.
+func (s *Session) pinClient(ctx context.Context) {
+	if s.gw == nil || s.h.t.caps(ctx).Elicitation == nil {
+		return
+	}
+	p := s.gwPins()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	if p.client == nil {
+		p.client, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	}
+	s.askLocked(p)
+}
+
+// askLocked starts askPins unless it runs, there is no client to ask, or
+// nothing new waits. p.mu is held.
+func (s *Session) askLocked(p *sessionPins) {
+	if p.asking || p.client == nil {
+		return
+	}
+	for name, w := range p.waiting {
+		if !p.asked[askKey(name, w.p)] {
+			p.asking = true
+			go s.askPins(p)
+			return
+		}
+	}
+}
+
+// askPins asks the human about each tool awaiting approval that they were
+// not asked about yet in this session, one at a time, until none is left
+// or the session ends.
+func (s *Session) askPins(p *sessionPins) {
+	for {
+		p.mu.Lock()
+		var names []string
+		for name, w := range p.waiting {
+			if !p.asked[askKey(name, w.p)] {
+				names = append(names, name)
+			}
+		}
+		ctx := p.client
+		if len(names) == 0 || ctx.Err() != nil {
+			p.asking = false
+			p.mu.Unlock()
+			return
+		}
+		slices.Sort(names)
+		name, w := names[0], p.waiting[names[0]]
+		p.asked[askKey(name, w.p)] = true
+		p.mu.Unlock()
+		if s.askPin(ctx, name, w) {
+			s.gatewayChanged()
+		}
+	}
+}
+
+// askPin asks the human whether to publish one pending tool, showing what
+// changed; an approval then passes the tool's PreToolUse hooks, as a call
+// of it would, before it is pinned. It says whether the tool was pinned.
+func (s *Session) askPin(ctx context.Context, name string, w pendingTool) bool {
+	var msg strings.Builder
+	// Every text from the downstream is quoted: cleaned already
+	// (gateway.CleanText), and quoted so that it cannot pose as ours.
+	if w.p.Old == nil {
+		fmt.Fprintf(&msg, "The MCP server %s lists a new tool, %s. Publish it to the agent?\n", w.server, name)
+		fmt.Fprintf(&msg, "Description: %q\nInput schema: sha256 %s", w.p.Description, w.p.Schema)
+	} else {
+		fmt.Fprintf(&msg, "The MCP server %s changed its tool %s since you approved it (%s). Publish the new version to the agent?\n",
+			w.server, name, w.p.Old.Approved.Format(time.RFC3339))
+		if w.p.Old.Title != w.p.Title {
+			fmt.Fprintf(&msg, "Title was: %q\nTitle now: %q\n", w.p.Old.Title, w.p.Title)
+		}
+		if w.p.Old.Description != w.p.Description {
+			fmt.Fprintf(&msg, "Description was: %q\nDescription now: %q\n", w.p.Old.Description, w.p.Description)
+		}
+		if w.p.Old.Schema != w.p.Schema {
+			fmt.Fprintf(&msg, "Input schema was: sha256 %s\nInput schema now: sha256 %s\n", w.p.Old.Schema, w.p.Schema)
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, approvalTimeout)
+	defer cancel()
+	answer, err := s.h.t.elicit(actx, mcp.ElicitationRequest{
+		Request: mcp.Request{Method: string(mcp.MethodElicitationCreate)},
+		Params: mcp.ElicitationParams{
+			Message: strings.TrimSuffix(msg.String(), "\n"),
+			RequestedSchema: map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"approve": map[string]any{"type": "boolean", "title": "Publish " + name, "default": false},
+				},
+				"required": []string{"approve"},
+			},
+		},
+	})
+	approved := false
+	if err == nil && answer.Action == mcp.ElicitationResponseActionAccept {
+		if c, ok := answer.Content.(map[string]any); ok {
+			approved, _ = c["approve"].(bool)
+		}
+	}
+	if !approved {
+		decision := "pin-declined"
+		if err != nil {
+			decision = "pin-unanswered"
+		}
+		s.sb.Audit.Write(session.Record{Tool: name, Decision: decision})
+		return false
+	}
+	// The hooks see the approval as a call of the tool whose input is
+	// what is approved.
+	approval := map[string]any{"gateway_approval": map[string]any{
+		"server": w.server, "tool": w.own, "title": w.p.Title, "description": w.p.Description,
+		"input_schema_sha256": w.p.Schema, "changed": w.p.Old != nil,
+	}}
+	if _, denied := s.hooks.before(ctx, name, approval); denied != nil {
+		s.sb.Audit.Write(session.Record{Tool: name, Decision: "pin-refused", Rule: HookRule})
+		s.log.Warn("a hook refused the approval of an MCP server tool", "tool", name)
+		return false
+	}
+	store := pins.Open(s.h.o.Config.StateDir)
+	_, _, err = store.Update(s.pinKey(w.server), func(f *pins.File, _ bool) (bool, error) {
+		cur, ok := f.Pending[w.own]
+		if !ok || cur.Tool != w.p.Tool {
+			return false, fmt.Errorf("%s changed again while the user was asked", name)
+		}
+		return true, pins.Approve(f, w.own, "elicitation", time.Now().UTC())
+	})
+	if err != nil {
+		s.log.Warn("the approval of an MCP server tool was not recorded", "tool", name, "error", err.Error())
+		return false
+	}
+	s.sb.Audit.Write(session.Record{Tool: name, Decision: "pin-approved"})
+	return true
 }
