@@ -64,6 +64,7 @@ func runGateway(args []string) int {
 	for _, e := range cfg.MCPServers {
 		g.servers[e.Name] = e.Approval
 	}
+	g.addFiled()
 	switch action {
 	case "pending":
 		if len(s.FS.Args()) > 0 {
@@ -95,6 +96,28 @@ type gatewayPins struct {
 	project string
 	uid     int
 	servers map[string]string // name -> approval policy
+}
+
+// addFiled adds the servers with a pin file of this user in this project
+// that the configuration does not name (run without the server's
+// --mcp-config, or a server since removed): their pins can be read and
+// approved all the same.
+func (g gatewayPins) addFiled() {
+	keys, err := g.store.Keys()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "evener-mcp gateway: %v\n", err)
+		return
+	}
+	for _, k := range keys {
+		// A key is SERVER-HASH, the hash 20 hex digits (pins.Key).
+		if len(k) <= 21 || k[len(k)-21] != '-' {
+			continue
+		}
+		server := k[:len(k)-21]
+		if _, known := g.servers[server]; !known && pins.Key(g.uid, g.project, server) == k {
+			g.servers[server] = "unknown: not in this configuration"
+		}
+	}
 }
 
 func (g gatewayPins) names() []string {
