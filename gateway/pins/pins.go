@@ -119,6 +119,11 @@ func Canonical(raw []byte) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
+// MaxPending bounds the tools one file records as awaiting approval: a
+// server listing more gets the rest withheld unrecorded, so that it
+// cannot grow the file (and every session's reading of it) without end.
+const MaxPending = 256
+
 // Review applies policy to the tools a server lists now (by own name),
 // updating f: it returns the names to publish, sorted, and whether f
 // changed. exists says whether f was read from a file (under first-use, a
@@ -151,6 +156,12 @@ func Review(f *File, listed map[string]Tool, policy string, exists bool, now tim
 	if !exists {
 		changed = true // the file is new
 	}
+	for n := range f.Pending {
+		if _, ok := listed[n]; !ok {
+			delete(f.Pending, n)
+			changed = true
+		}
+	}
 	for n, t := range listed {
 		pin, ok := f.Pinned[n]
 		if ok && pin.Tool == t {
@@ -166,17 +177,15 @@ func Review(f *File, listed map[string]Tool, policy string, exists bool, now tim
 			old := pin
 			p.Old = &old
 		}
-		if prev, was := f.Pending[n]; was && prev.Tool == t && samePin(prev.Old, p.Old) {
+		prev, was := f.Pending[n]
+		if was && prev.Tool == t && samePin(prev.Old, p.Old) {
 			continue // the same wait: keep when it was first seen
+		}
+		if !was && len(f.Pending) >= MaxPending {
+			continue // withheld, unrecorded
 		}
 		f.Pending[n] = p
 		changed = true
-	}
-	for n := range f.Pending {
-		if _, ok := listed[n]; !ok {
-			delete(f.Pending, n)
-			changed = true
-		}
 	}
 	sort.Strings(out)
 	return out, changed

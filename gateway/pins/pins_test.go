@@ -105,6 +105,13 @@ func TestReview(t *testing.T) {
 	if pub, changed := Review(g, map[string]Tool{"a": tool("a")}, Always, false, now); len(pub) != 0 || !changed || len(g.Pending) != 1 {
 		t.Errorf("always: %v %+v", pub, g)
 	}
+	many := map[string]Tool{}
+	for i := range MaxPending + 10 {
+		many[fmt.Sprint("t", i)] = tool("x")
+	}
+	if pub, _ := Review(g, many, Always, true, now); len(pub) != 0 || len(g.Pending) != MaxPending {
+		t.Errorf("a flood of tools: %d published, %d pending", len(pub), len(g.Pending))
+	}
 	h := &File{}
 	if pub, changed := Review(h, map[string]Tool{"a": tool("a"), "b": tool("b")}, Off, false, now); !slices.Equal(pub, []string{"a", "b"}) || changed {
 		t.Errorf("off: %v %v", pub, changed)
