@@ -175,3 +175,26 @@ func TestStoreConcurrent(t *testing.T) {
 		t.Errorf("a write did not change the stamp: %v", err)
 	}
 }
+
+// BenchmarkUpdateUnchanged: what a session pays per server each time its
+// tools are rebuilt, for a server of 50 pinned tools listing them again.
+func BenchmarkUpdateUnchanged(b *testing.B) {
+	s := Open(b.TempDir())
+	listed := map[string]Tool{}
+	for i := range 50 {
+		listed[fmt.Sprint("tool_", i)] = tool(fmt.Sprintf("tool %d does a thing with a description of some length, as real ones have", i))
+	}
+	review := func(f *File, exists bool) (bool, error) {
+		_, changed := Review(f, listed, FirstUse, exists, now)
+		return changed, nil
+	}
+	if _, _, err := s.Update("k", review); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, _, err := s.Update("k", review); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
