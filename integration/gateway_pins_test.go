@@ -251,3 +251,35 @@ func TestGatewayPinsElicit(t *testing.T) {
 		}
 	})
 }
+
+// TestGatewayPinsElicitHTTP: over Streamable HTTP, a client with its
+// standalone stream open is asked about a changed tool after it listed its
+// tools, and the approval publishes the tool in its session.
+func TestGatewayPinsElicitHTTP(t *testing.T) {
+	e := newEnv(t, identities(t)[0])
+	script := e.script(t, "pinny.cjs", pinnyServer)
+	desc := filepath.Join(filepath.Dir(script), "desc.txt")
+	writeFile(t, desc, "echoes")
+	cfg := e.mcpConfig(t, map[string]any{"pinny": map[string]any{"command": "node", "args": []string{script}}})
+	srv := e.serve(t, "--mcp-config", cfg)
+	first := srv.mustConnect(t, clientOpts{})
+	if names := first.toolNames(t); !slices.Contains(names, "pinny__echo") {
+		t.Fatalf("first use: %v\n%s", names, srv.stderr.String())
+	}
+	first.c.Close()
+	writeFile(t, desc, "echoes, changed")
+	yes := &approver{action: mcp.ElicitationResponseActionAccept, approve: true}
+	m := srv.mustConnect(t, clientOpts{elicitation: yes.handle, listen: true})
+	if names := m.toolNames(t); slices.Contains(names, "pinny__echo") {
+		t.Fatalf("published before the approval: %v", names)
+	}
+	var names []string
+	if !waitFor(15*time.Second, func() bool { names = m.toolNames(t); return slices.Contains(names, "pinny__echo") }) {
+		t.Fatalf("not published after the approval (asked %d): %v\n%s", yes.count(), names, srv.stderr.String())
+	}
+	yes.mu.Lock()
+	defer yes.mu.Unlock()
+	if len(yes.asked) != 1 || !strings.Contains(yes.asked[0], `Description now: "echoes, changed"`) {
+		t.Errorf("asked %q", yes.asked)
+	}
+}
