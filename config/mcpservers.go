@@ -28,8 +28,13 @@ type MCPServer struct {
 	Grants []string
 	// Network is host, proxy or off.
 	Network string
-	// Tools, when set, publishes only these of its tools.
-	Tools []string
+	// Tools, when set, publishes only its tools matching one of these
+	// patterns (* is any run of characters); DenyTools publishes none
+	// matching one of its own, and wins.
+	Tools, DenyTools []string
+	// Approval is when a tool must be approved before it is published
+	// (docs/gateway.md, "Pins"): first-use (the default), always or off.
+	Approval string
 	// Source is the file that declared it.
 	Source string
 }
@@ -40,6 +45,22 @@ const (
 	MCPNetworkProxy = "proxy"
 	MCPNetworkOff   = "off"
 )
+
+// The approval policies of an MCP server's tools (docs/gateway.md, "Pins").
+const (
+	// ApprovalFirstUse pins what a server lists the first time it is seen
+	// in a project (no pins yet) as approved; a tool new or changed since
+	// waits for the user.
+	ApprovalFirstUse = "first-use"
+	// ApprovalAlways has every tool wait for the user, the first ones too.
+	ApprovalAlways = "always"
+	// ApprovalOff publishes what the server lists, unpinned.
+	ApprovalOff = "off"
+)
+
+// toolPattern is the form of a tools or deny_tools entry: a tool name
+// ([A-Za-z0-9_.-]) in which * stands for any run of characters.
+var toolPattern = regexp.MustCompile(`^[A-Za-z0-9_.*-]{1,128}$`)
 
 // MCPServerName is the form of a server's name.
 var MCPServerName = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
@@ -52,6 +73,9 @@ type fileMCPServer struct {
 	Grants  []string          `toml:"grants"`
 	Network string            `toml:"network"`
 	Tools   []string          `toml:"tools"`
+	Deny    []string          `toml:"deny_tools"`
+	// Approval: first-use, always or off.
+	Approval string `toml:"approval"`
 }
 
 // mcpServers adds the [mcp_servers.NAME] tables of a trusted file, in name
@@ -77,7 +101,15 @@ func (m *merger) addMCPServer(name string, f fileMCPServer, path, base, where st
 	if f.Command == "" {
 		return fmt.Errorf("%s: command is missing", where)
 	}
-	s := MCPServer{Name: name, Command: f.Command, Args: f.Args, Env: f.Env, Network: f.Network, Tools: f.Tools, Source: path}
+	s := MCPServer{Name: name, Command: f.Command, Args: f.Args, Env: f.Env, Network: f.Network, Tools: f.Tools, DenyTools: f.Deny,
+		Approval: f.Approval, Source: path}
+	switch s.Approval {
+	case "":
+		s.Approval = ApprovalFirstUse
+	case ApprovalFirstUse, ApprovalAlways, ApprovalOff:
+	default:
+		return fmt.Errorf("%s: approval: unknown value %q (want first-use, always or off)", where, s.Approval)
+	}
 	switch s.Network {
 	case "":
 		s.Network = MCPNetworkHost
@@ -90,9 +122,11 @@ func (m *merger) addMCPServer(name string, f fileMCPServer, path, base, where st
 			return fmt.Errorf("%s: env: %q is not a variable name", where, k)
 		}
 	}
-	for _, t := range s.Tools {
-		if t == "" || strings.Contains(t, "__") {
-			return fmt.Errorf("%s: tools: %q is not a tool name of that server", where, t)
+	for key, l := range map[string][]string{"tools": s.Tools, "deny_tools": s.DenyTools} {
+		for _, t := range l {
+			if !toolPattern.MatchString(t) || strings.Contains(t, "__") {
+				return fmt.Errorf("%s: %s: %q is not a tool name of that server nor a pattern of one (* for any run of characters)", where, key, t)
+			}
 		}
 	}
 	for _, g := range f.Grants {
@@ -131,6 +165,9 @@ func (m *merger) mcpConfigFile(path string) error {
 			Grants  []string          `json:"grants"`
 			Network string            `json:"network"`
 			Tools   []string          `json:"tools"`
+			Deny    []string          `json:"deny_tools"`
+			// Approval: first-use, always or off.
+			Approval string `json:"approval"`
 		} `json:"mcpServers"`
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
@@ -151,7 +188,8 @@ func (m *merger) mcpConfigFile(path string) error {
 			skipped = append(skipped, n)
 			continue
 		}
-		f := fileMCPServer{Command: e.Command, Args: e.Args, Env: e.Env, Grants: e.Grants, Network: e.Network, Tools: e.Tools}
+		f := fileMCPServer{Command: e.Command, Args: e.Args, Env: e.Env, Grants: e.Grants, Network: e.Network, Tools: e.Tools,
+			Deny: e.Deny, Approval: e.Approval}
 		if err := m.addMCPServer(n, f, path, filepath.Dir(path), "mcpServers."+n); err != nil {
 			return fmt.Errorf("--mcp-config %s: %w", path, err)
 		}

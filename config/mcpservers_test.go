@@ -20,13 +20,15 @@ command = "npx"
 args = ["-y", "server-filesystem", "/"]
 env = { LOG_LEVEL = "warn" }
 grants = ["`+grant+`"]
-tools = ["read_text_file"]
+tools = ["read_text_file", "list_*"]
+deny_tools = ["*secret*"]
+approval = "always"
 `)
 	js := e.write(t, filepath.Join(e.root, "claude", "mcp.json"), `{"mcpServers": {
   "mem": {"command": "node", "args": ["mem.js"], "env": {"A": "1"}},
   "remote": {"type": "http", "url": "https://example.invalid/mcp"},
   "events": {"type": "sse", "url": "https://example.invalid/sse"},
-  "off-net": {"type": "stdio", "command": "/bin/x", "network": "off"}
+  "off-net": {"type": "stdio", "command": "/bin/x", "network": "off", "deny_tools": ["write_*"], "approval": "off"}
 }}`)
 	e.write(t, e.projectPath(), "[mcp_servers.evil]\ncommand = \"/bin/sh\"\ngrants = [\"/\"]\n")
 	e.write(t, filepath.Join(e.wd, ".mcp.json"), `{"mcpServers": {"planted": {"command": "/bin/sh"}}}`)
@@ -43,7 +45,12 @@ tools = ["read_text_file"]
 	equal(t, "command", f.Command, "npx")
 	equal(t, "network default", f.Network, MCPNetworkHost)
 	equal(t, "env", f.Env["LOG_LEVEL"], "warn")
-	equalSlice(t, "tools", f.Tools, []string{"read_text_file"})
+	equalSlice(t, "tools", f.Tools, []string{"read_text_file", "list_*"})
+	equalSlice(t, "deny_tools", f.DenyTools, []string{"*secret*"})
+	equal(t, "approval", f.Approval, ApprovalAlways)
+	equal(t, "approval default", c.MCPServers[1].Approval, ApprovalFirstUse)
+	equalSlice(t, "json deny_tools", c.MCPServers[2].DenyTools, []string{"write_*"})
+	equal(t, "json approval", c.MCPServers[2].Approval, ApprovalOff)
 	equalSlice(t, "grants", f.Grants, []string{grant})
 	equalSlice(t, "spec grants", c.Spec.GrantDirs, []string{grant})
 	equal(t, "json network", c.MCPServers[2].Network, MCPNetworkOff)
@@ -70,6 +77,9 @@ func TestMCPServersBad(t *testing.T) {
 		{"command", "[mcp_servers.a]\nargs = [\"x\"]\n", "command is missing"},
 		{"network", "[mcp_servers.a]\ncommand = \"x\"\nnetwork = \"on\"\n", "want host, proxy or off"},
 		{"grant", "[mcp_servers.a]\ncommand = \"x\"\ngrants = [\"rel\"]\n", "not an absolute path"},
+		{"approval", "[mcp_servers.a]\ncommand = \"x\"\napproval = \"never\"\n", "want first-use, always or off"},
+		{"deny", "[mcp_servers.a]\ncommand = \"x\"\ndeny_tools = [\"a b\"]\n", "deny_tools: \"a b\""},
+		{"tools", "[mcp_servers.a]\ncommand = \"x\"\ntools = [\"x__*\"]\n", "tools: \"x__*\""},
 		{"key", "[mcp_servers.a]\ncommand = \"x\"\ncwd = \"/\"\n", "unknown key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,8 +39,10 @@ type Entry struct {
 	Env     map[string]string
 	// Network is host, proxy or off ("" is the session's own).
 	Network string
-	// Tools, when set, publishes only these of its tools.
-	Tools []string
+	// Tools, when set, publishes only the tools matching one of these
+	// patterns; DenyTools publishes none that match one of its own, and
+	// wins (Selected).
+	Tools, DenyTools []string
 }
 
 // Sep joins a server's name and its tool's: NAME__TOOL.
@@ -84,6 +86,7 @@ type Server struct {
 	restarts int
 	closed   bool
 	calls    map[string]context.Context // progress token -> the call's ctx
+	refused  map[string]bool            // tool names warned about (refuse)
 }
 
 // Start starts the entry's server under l; it comes up in the background
@@ -227,7 +230,11 @@ func (s *Server) list(ctx context.Context, cli *client.Client) ([]mcp.Tool, erro
 	}
 	var out []mcp.Tool
 	for _, t := range res.Tools {
-		if len(s.e.Tools) > 0 && !contains(s.e.Tools, t.Name) {
+		if err := CheckToolName(s.e.Name, t.Name); err != nil {
+			s.refuse(t.Name, err)
+			continue
+		}
+		if !Selected(s.e.Tools, s.e.DenyTools, t.Name) {
 			continue
 		}
 		// The schemas as raw JSON, encoded once: the MCP library would
@@ -243,18 +250,13 @@ func (s *Server) list(ctx context.Context, cli *client.Client) ([]mcp.Tool, erro
 				t.RawOutputSchema, t.OutputSchema = raw, mcp.ToolOutputSchema{}
 			}
 		}
+		if err := cleanTool(&t); err != nil {
+			s.refuse(t.Name, err)
+			continue
+		}
 		out = append(out, t)
 	}
 	return out, nil
-}
-
-func contains(l []string, v string) bool {
-	for _, x := range l {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // spawn starts the process under the session's launcher, its stdin and

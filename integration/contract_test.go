@@ -299,6 +299,7 @@ func TestHelpCLI(t *testing.T) {
 		{[]string{"serve", "-h"}, "usage: evener-mcp serve"},
 		{[]string{"exec", "-h"}, "usage: evener-mcp exec"},
 		{[]string{"probe", "-h"}, "usage: evener-mcp probe"},
+		{[]string{"gateway", "-h"}, "usage: evener-mcp gateway"},
 	} {
 		r := e.run(t, c.args...)
 		if r.code != 0 || !strings.Contains(r.stderr, c.usage) {

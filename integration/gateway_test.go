@@ -321,7 +321,9 @@ func TestGatewayPipeline(t *testing.T) {
 		e := newEnv(t, id)
 		pre := blockingHook(t, filepath.Join(e.root, "hooks"), "no-crash", `*'"tool_name":"crashy__crash"'*`, "crashing is not allowed")
 		hooks := hookConfig(t, e, "hooks", hookDef{event: "PreToolUse", matcher: "crashy__.*", command: pre})
-		cfg := e.mcpConfig(t, map[string]any{"crashy": map[string]any{"command": "node", "args": []string{e.script(t, "crashy.cjs", crashyServer)}}})
+		// Unpinned: the tool grow adds is published at once (pins:
+		// TestGatewayPins).
+		cfg := e.mcpConfig(t, map[string]any{"crashy": map[string]any{"command": "node", "args": []string{e.script(t, "crashy.cjs", crashyServer)}, "approval": "off"}})
 		m := e.mcp(t, "--config", hooks, "--mcp-config", cfg)
 		var changed atomic.Int32
 		m.c.OnNotification(func(n mcp.JSONRPCNotification) {

@@ -123,6 +123,8 @@ type sessionGateway struct {
 	// it was served, or at the initialize answer (before which it can
 	// have seen none), or announced by a notification.
 	cur, seen string
+	// pins is the state of the session's pins (gateway_pins.go).
+	pins *sessionPins
 }
 
 // toolSig is the signature of a list of gateway tools: their names and
@@ -210,7 +212,8 @@ func (s *Session) startGateway() string {
 				s.h.warnOnce("mcp_servers.%s: grant %s refused: %s (%s)", e.Name, g.Command, g.Refused, g.Detail)
 			}
 		}
-		srv := gateway.Start(gateway.Entry{Name: e.Name, Command: e.Command, Args: e.Args, Env: e.Env, Network: e.Network, Tools: e.Tools},
+		srv := gateway.Start(gateway.Entry{Name: e.Name, Command: e.Command, Args: e.Args, Env: e.Env, Network: e.Network,
+			Tools: e.Tools, DenyTools: e.DenyTools},
 			s.sb.Launcher, s.h.o.logger().With("session", s.sb.ID), s.gatewayChanged,
 			func(ctx context.Context, params map[string]any) {
 				s.notifyCall(ctx, "notifications/progress", params)
@@ -242,6 +245,7 @@ func (s *Session) gatewayStatus() string {
 			fmt.Fprintf(&b, "- MCP server %s is unavailable (%s); its tools' calls fail until it is restarted.\n", srv.Name(), why)
 		}
 	}
+	b.WriteString(s.pinStatus())
 	return b.String()
 }
 
@@ -308,7 +312,7 @@ func (s *Session) addGateway(hs map[string]tools.Tool, defs map[string]mcp.Tool)
 	all := map[string]listed{}
 	var names []string
 	for _, srv := range s.gw.servers {
-		for _, t := range srv.Tools() {
+		for _, t := range s.pinned(srv, srv.Tools()) {
 			all[t.Name] = listed{srv, t}
 			names = append(names, t.Name)
 		}
@@ -347,6 +351,7 @@ func (s *Session) closeGateway() {
 	if s.gw == nil {
 		return
 	}
+	s.stopPins()
 	var wg sync.WaitGroup
 	for _, srv := range s.gw.servers {
 		wg.Add(1)

@@ -252,7 +252,8 @@ func (h *Hub) onRequest(ctx context.Context, _ any, message any) error {
 		return errSessionless
 	}
 	if req.Method == string(mcp.MethodToolsList) {
-		s.waitGateway() // its servers' tools are in its first list (gateway.go)
+		s.waitGateway()  // its servers' tools are in its first list (gateway.go)
+		s.pinClient(ctx) // a client that can elicit is asked about pending tools (gateway_pins.go)
 	}
 	return nil
 }

@@ -53,6 +53,8 @@ func run(args []string) int {
 		return runExec(args)
 	case "probe":
 		return runProbe(args)
+	case "gateway":
+		return runGateway(args)
 	case "":
 		// The MCP server is a binary of its own beside this one; it
 		// takes over this process (same pid, same stdio).
@@ -74,9 +76,11 @@ func usage() {
   evener-mcp serve [flags]                  MCP over Streamable HTTP at /mcp (default 127.0.0.1:8787)
   evener-mcp exec [flags] -- CMD [ARG...]   run one command under the policy; exit with its code
   evener-mcp probe [flags]                  print the host report and the resolved policy
+  evener-mcp gateway pending|pins [flags]   MCP servers' tools awaiting approval in this project, or approved
+  evener-mcp gateway approve [flags] NAME.. approve tools (SERVER__TOOL) awaiting approval
   evener-mcp version                        print the version and VCS revision (also --version)
   evener-mcp help                           this text; MODE -h prints a mode's own flags
-        (evener-mcp -h, serve -h, exec -h, probe -h)
+        (evener-mcp -h, serve -h, exec -h, probe -h, gateway -h)
 flags every mode takes:
 `)
 	fs := cli.NewFlagSet("evener-mcp").FS

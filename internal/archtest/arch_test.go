@@ -22,7 +22,7 @@ const module = "github.com/evener-dev/evener-mcp/"
 // Dependencies point one way: cmd -> server -> tools, hooks -> session ->
 // confine, egress; confine and egress import nothing of ours.
 var allowed = map[string][]string{
-	"cmd/evener-mcp":        {"cmd/internal/cli", "config", "confine", "session"},
+	"cmd/evener-mcp":        {"cmd/internal/cli", "config", "confine", "session", "gateway/pins"},
 	"cmd/evener-mcp-server": {"cmd/internal/cli", "config", "confine", "server", "tools"},
 	"cmd/internal/cli":      {"config", "confine"},
 	"config":                {"confine"},
@@ -33,9 +33,13 @@ var allowed = map[string][]string{
 	"tools":                 {"confine", "session", "memory", "terminal", "tools/internal/"},
 	"hooks":                 {"confine", "session"},
 	"memory":                {"confine"},
-	"server":                {"config", "confine", "session", "tools", "memory", "hooks", "gateway", "terminal", "metrics"},
+	"server":                {"config", "confine", "session", "tools", "memory", "hooks", "gateway", "gateway/pins", "terminal", "metrics"},
 	"gateway":               {"confine"},
-	"terminal":              {"confine"},
+	// gateway/pins keeps the user's approvals of downstream tools; the
+	// launcher binary's `gateway` subcommand reads and changes them, so it
+	// imports nothing of ours and no MCP library.
+	"gateway/pins": {},
+	"terminal":     {"confine"},
 	// metrics defines the Prometheus collectors on a private registry; it
 	// imports nothing of ours (the server hands it the fixed tool and rule
 	// names), so no other package's strings can reach a label unchecked.

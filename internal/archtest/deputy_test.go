@@ -66,6 +66,8 @@ var deputyExceptions = map[string]string{
 	"server/transport_http.go makeScratchParent os.MkdirTemp":     "the scratch parent, a new directory with a random name made exclusively before any session",
 	"cmd/evener-mcp-server/main.go runStdio os.Create":            "EVENER_MCP_CPUPROFILE: a file the user names to profile the server, never in a sandbox's tree",
 	"memory/memory.go openRoot os.MkdirAll":                       "the state directory, masked in every sandbox",
+	"gateway/pins/pins.go":                                        "the gateway's pins in the state directory (gateway-pins/), masked in every sandbox: a temporary file made exclusively with a random name, renamed over the pin file",
+	"gateway/pins/lock_unix.go":                                   "the gateway's pins directory (0700) and lock files (O_NOFOLLOW) in the state directory, masked in every sandbox",
 }
 
 // deputyPackages are the directories whose code runs in the server.

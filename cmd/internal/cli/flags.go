@@ -87,6 +87,10 @@ const (
 	UsageServe = "usage: evener-mcp serve [flags]\n  MCP over Streamable HTTP at /mcp (default 127.0.0.1:8787), one sandbox per MCP session.\n"
 	UsageExec  = "usage: evener-mcp exec [flags] -- CMD [ARG...]\n  Run one command under the policy; exit with its code (124 on --timeout, 125 when the sandbox was refused).\n"
 	UsageProbe = "usage: evener-mcp probe [flags]\n  Print the host report and the resolved policy; exit 0 only when the mode is enforced.\n"
+	// UsageGateway: the pins of the gateway's tools (docs/gateway.md, "Pins").
+	UsageGateway = "usage: evener-mcp gateway pending [flags]\n       evener-mcp gateway approve [flags] SERVER__TOOL...\n       evener-mcp gateway pins [flags]\n" +
+		"  The configured MCP servers' tools in this project (--workdir): pending lists those awaiting approval and what changed,\n" +
+		"  approve publishes them (a running session picks it up), pins lists what is approved.\n"
 )
 
 // Version is the module version and VCS revision the binary was built
