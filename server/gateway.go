@@ -180,7 +180,7 @@ func (s *Session) gatewayInitialized() {
 	due := s.gw.dueLocked()
 	s.gw.mu.Unlock()
 	if due {
-		s.notifyClient(string(mcp.MethodNotificationToolsListChanged), map[string]any{})
+		s.toolsChanged()
 	}
 }
 
@@ -291,7 +291,7 @@ func (s *Session) gatewayChanged() {
 	s.gw.mu.Unlock()
 	s.mu.Unlock()
 	if due {
-		s.notifyClient(string(mcp.MethodNotificationToolsListChanged), map[string]any{})
+		s.toolsChanged()
 	}
 }
 

@@ -100,6 +100,7 @@ func newHub(ctx context.Context, o Options, t transport) (*Hub, error) {
 		h.t.initialized(ctx, res)
 	})
 	h.addViolations(hooks)
+	h.addListen(hooks)
 	hooks.AddOnUnregisterSession(func(ctx context.Context, cs mcpserver.ClientSession) {
 		h.t.ended(cs)
 	})
@@ -240,6 +241,7 @@ func (h *Hub) onRequest(ctx context.Context, _ any, message any) error {
 		// (newHub), and discovers instead: it may be told of changes of
 		// its tools from now on (gateway.go).
 		if s := h.lookup(ctx); s != nil {
+			s.spokeModern()
 			s.gatewayInitialized()
 		}
 		return nil
