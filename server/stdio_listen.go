@@ -20,6 +20,10 @@ import (
 // notifications/cancelled (no response, as for any cancelled request) or
 // the server's shutdown (a completion result).
 
+// maxListenLine bounds the lines the transport reads for a stream's
+// opening or cancellation; a longer one goes to the library.
+const maxListenLine = 64 << 10
+
 // listenRequest is a subscriptions/listen as the transport reads it.
 type listenRequest struct {
 	JSONRPC string          `json:"jsonrpc"`
@@ -36,6 +40,9 @@ type listenRequest struct {
 // declare the sessionless revision, an id it cannot key) goes to the
 // library, which answers it.
 func (t *stdioTransport) listen(line []byte) bool {
+	if len(line) > maxListenLine {
+		return false // a write's content, say: not scanned twice
+	}
 	if bytes.Contains(line, []byte(`"subscriptions/listen"`)) {
 		if bytes.Equal(topLevel(line, "method"), []byte(`"subscriptions/listen"`)) {
 			return t.openListen(line)
