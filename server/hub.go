@@ -241,7 +241,6 @@ func (h *Hub) onRequest(ctx context.Context, _ any, message any) error {
 		// (newHub), and discovers instead: it may be told of changes of
 		// its tools from now on (gateway.go).
 		if s := h.lookup(ctx); s != nil {
-			s.spokeModern()
 			s.gatewayInitialized()
 		}
 		return nil

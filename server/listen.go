@@ -25,11 +25,6 @@ type listenSet struct {
 	// n is len(subs), read without the lock by whoever only needs to
 	// know whether any stream is open (every stdin line, every violation).
 	n atomic.Int32
-	// modern is set once the client spoke the sessionless revision
-	// (server/discover, subscriptions/listen) and cleared by an
-	// initialize: such a client is told a change only on a stream that
-	// asked for it.
-	modern atomic.Bool
 }
 
 // listenSub is one open stream: its id as the client sent it, and what it
@@ -115,13 +110,15 @@ func tagged(id any, params map[string]any) map[string]any {
 	return out
 }
 
-// toolsChanged tells the client its tool list changed: a client on the
-// sessionless revision on each stream that asked for it (none when none
-// did: that revision's server sends no notification a client did not ask
-// for), any other client as before.
+// toolsChanged tells the client its tool list changed. A client with
+// streams open is told on each that asked for it, and nowhere else (that
+// revision's server sends no notification a client did not ask for); a
+// client without one, as before. That is the protocol library's rule for
+// its own notifications too: a client on the sessionless revision that
+// opened no stream (mcp-go's own client, say) still hears of changes.
 func (s *Session) toolsChanged() {
 	method := string(mcp.MethodNotificationToolsListChanged)
-	if !s.listens.modern.Load() {
+	if s.listens.n.Load() == 0 {
 		s.notifyClient(method, map[string]any{})
 		return
 	}
@@ -130,19 +127,10 @@ func (s *Session) toolsChanged() {
 	}
 }
 
-// spokeModern records that the client speaks the sessionless revision.
-func (s *Session) spokeModern() { s.listens.modern.Store(true) }
-
-// addListen follows which revision the client speaks, and gives the
-// sessionless revision's server/discover what initialize gives the others:
-// the session's preamble with its gateway's status, and listChanged with
-// MCP servers behind this one.
+// addListen gives the sessionless revision's server/discover what
+// initialize gives the others: the session's preamble with its gateway's
+// status, and listChanged with MCP servers behind this one.
 func (h *Hub) addListen(hooks *mcpserver.Hooks) {
-	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
-		if s := h.lookup(ctx); s != nil {
-			s.listens.modern.Store(false)
-		}
-	})
 	hooks.AddAfterDiscover(func(ctx context.Context, _ any, _ *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		if res == nil {
 			return

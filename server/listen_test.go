@@ -55,13 +55,12 @@ func (f *listenTransport) take() []string {
 }
 
 // TestListenFeed: a stream is told only once its acknowledgement is out,
-// and only what it asked for, tagged with its id; a client on the
-// sessionless revision hears no tool list change without a stream that
-// asked for one; a client on an older revision is told as before.
+// and only what it asked for, tagged with its id; a client whose streams
+// did not ask for tool list changes hears none; one without streams is
+// told as before.
 func TestListenFeed(t *testing.T) {
 	ft := &listenTransport{}
 	s := &Session{h: &Hub{t: ft}}
-	s.spokeModern()
 	v := &listenSub{id: "v", violations: true}
 	tl := &listenSub{id: 7.0, tools: true}
 	if !s.listens.add(`"v"`, v) || !s.listens.add(`7`, tl) || s.listens.add(`7`, &listenSub{id: 7.0}) {
@@ -109,14 +108,17 @@ func TestListenFeed(t *testing.T) {
 	if ids := s.listens.drain(); len(ids) != 1 || ids[0] != 7.0 || s.listens.n.Load() != 0 {
 		t.Fatalf("drain: %v", ids)
 	}
+	r := &listenSub{id: "r", violations: true}
+	r.ready.Store(true)
+	s.listens.add(`"r"`, r)
 	s.toolsChanged()
 	if got := ft.take(); len(got) != 0 {
-		t.Fatalf("a client on the sessionless revision without a stream was told: %q", got)
+		t.Fatalf("a client whose stream did not ask for list changes was told: %q", got)
 	}
-	s.listens.modern.Store(false)
+	s.listens.drain()
 	s.toolsChanged()
 	if got, want := ft.take(), []string{"notifications/tools/list_changed "}; !slices.Equal(got, want) {
-		t.Fatalf("an older revision's client: told %q, want %q", got, want)
+		t.Fatalf("a client without streams: told %q, want %q", got, want)
 	}
 }
 

@@ -98,7 +98,6 @@ func (t *stdioTransport) openListen(line []byte) bool {
 		violations: slices.Contains(granted.ResourceSubscriptions, ViolationsURI),
 		tools:      granted.ToolsListChanged,
 	}
-	s.spokeModern()
 	if !s.listens.add(key, sub) {
 		t.write(mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id),
 			Error: mcp.NewJSONRPCErrorDetails(mcp.INVALID_REQUEST, "a subscriptions/listen with this id is open already", nil)})
