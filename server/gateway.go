@@ -321,6 +321,8 @@ func (s *Session) addGateway(hs map[string]tools.Tool, defs map[string]mcp.Tool)
 			continue // one of ours
 		}
 		srv, t := l.srv, l.def
+		// The hooks' context may join its structured content (hooks.go).
+		t.RawOutputSchema = tools.DeclareHookContext(t.RawOutputSchema)
 		own := strings.TrimPrefix(t.Name, srv.Name()+gateway.Sep)
 		hs[t.Name] = tools.Tool{ServerTool: mcpserver.ServerTool{Tool: t, Handler: s.gatewayHandler(srv, t.Name, own)}, Facts: gatewayFacts(t.Name)}
 		defs[t.Name] = t
