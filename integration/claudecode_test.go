@@ -288,8 +288,9 @@ func writeMessage(w http.ResponseWriter, stream bool, model, stop string, block 
 	}
 }
 
-// claudeSteps are every evener-mcp tool, a denial, a hook's block, an image
-// and a downstream tool, in workspace-write.
+// claudeSteps are every evener-mcp tool, a denial, a hook's block, a
+// hook's added context (glob's and the downstream tool's), an image and a
+// downstream tool, in workspace-write.
 func claudeSteps(e *env, png []byte) []ccStep {
 	secret := filepath.Join(e.home, ".ssh", "id_rsa")
 	return []ccStep{
@@ -302,7 +303,8 @@ func claudeSteps(e *env, png []byte) []ccStep {
 		{tool: "write_file", input: map[string]any{"path": "new.txt", "content": "new\n"}, want: []string{"new.txt"}},
 		{tool: "edit_file", input: map[string]any{"path": "new.txt", "edits": []map[string]any{{"old_text": "new", "new_text": "newer"}}}, want: []string{"+newer"}},
 		{tool: "apply_patch", input: map[string]any{"patch": "*** Begin Patch\n*** Add File: patched.txt\n+patched\n*** End Patch\n"}, want: []string{"patched.txt"}},
-		{tool: "glob", input: map[string]any{"pattern": "*.txt"}, want: []string{"hello.txt", "patched.txt"}},
+		{tool: "glob", input: map[string]any{"pattern": "*.txt"}, want: []string{"hello.txt", "patched.txt", "hook-context-77"},
+			why: "glob: the context a PostToolUse hook added never reached the model (it was in a text block only)"},
 		{tool: "grep", input: map[string]any{"pattern": "wor+ld"}, want: []string{"hello.txt"}},
 		{tool: "list_dir", input: map[string]any{"path": "."}, want: []string{"hello.txt", "README"}},
 		{tool: "shell", input: map[string]any{"command": "echo shell-out-42; echo shell-err-43 >&2; exit 3"}, want: []string{"shell-out-42", "shell-err-43"}},
@@ -319,7 +321,8 @@ func claudeSteps(e *env, png []byte) []ccStep {
 		{tool: "terminal_send", input: map[string]any{"id": "t1", "text": "x", "keys": []string{"Enter"}}},
 		{tool: "terminal_list", input: map[string]any{}, want: []string{"t1"}},
 		{tool: "terminal_close", input: map[string]any{"id": "t1"}},
-		{tool: "files__read_text_file", input: map[string]any{"path": filepath.Join(e.work, "README")}, want: []string{"worktree file"}},
+		{tool: "files__read_text_file", input: map[string]any{"path": filepath.Join(e.work, "README")}, want: []string{"worktree file", "hook-context-77"},
+			why: "files__read_text_file: the downstream's text or the hook's context never reached the model (a closed output schema that does not declare hook_context fails Claude Code's validation)"},
 	}
 }
 
@@ -339,7 +342,9 @@ func TestClaudeCode(t *testing.T) {
 				writeFile(t, filepath.Join(e.work, "pixel.png"), string(png))
 				writeFile(t, filepath.Join(e.home, ".ssh", "id_rsa"), "SECRET-KEY\n")
 				hook := blockingHook(t, filepath.Join(e.root, "hooks"), "no-forbidden-word", `*forbidden-word*`, "commands may not say forbidden-word")
-				cfg := hookConfig(t, e, "claude", hookDef{event: "PreToolUse", matcher: "shell", command: hook})
+				ctxHook := hookScript(t, filepath.Join(e.root, "hooks"), "add-context", `echo '{"additionalContext":"hook-context-77"}'`)
+				cfg := hookConfig(t, e, "claude", hookDef{event: "PreToolUse", matcher: "shell", command: hook},
+					hookDef{event: "PostToolUse", matcher: "glob|files__read_text_file", command: ctxHook})
 				down := e.mcpConfig(t, map[string]any{"files": filesServer(t)})
 				flags := []string{"--sandbox", "workspace-write", "--sandbox-net", "off", "--config", cfg, "--mcp-config", down}
 				if tr == "defaults" {

@@ -182,7 +182,7 @@ func (s *Session) gatewayInitialized() {
 	due := s.gw.dueLocked()
 	s.gw.mu.Unlock()
 	if due {
-		s.notifyClient(string(mcp.MethodNotificationToolsListChanged), map[string]any{})
+		s.toolsChanged()
 	}
 }
 
@@ -295,7 +295,7 @@ func (s *Session) gatewayChanged() {
 	s.gw.mu.Unlock()
 	s.mu.Unlock()
 	if due {
-		s.notifyClient(string(mcp.MethodNotificationToolsListChanged), map[string]any{})
+		s.toolsChanged()
 	}
 }
 
@@ -325,6 +325,8 @@ func (s *Session) addGateway(hs map[string]tools.Tool, defs map[string]mcp.Tool)
 			continue // one of ours
 		}
 		srv, t := l.srv, l.def
+		// The hooks' context may join its structured content (hooks.go).
+		t.RawOutputSchema = tools.DeclareHookContext(t.RawOutputSchema)
 		own := strings.TrimPrefix(t.Name, srv.Name()+gateway.Sep)
 		hs[t.Name] = tools.Tool{ServerTool: mcpserver.ServerTool{Tool: t, Handler: s.gatewayHandler(srv, t.Name, own)}, Facts: gatewayFacts(t.Name)}
 		defs[t.Name] = t

@@ -141,11 +141,16 @@ func (h *sessionHooks) after(ctx context.Context, hc *hookCall, res *mcp.CallToo
 		}
 		hc.added = append(hc.added, out.Context)
 	}
+	var added []string
 	for _, c := range hc.added {
 		if c != "" {
 			res.Content = append(res.Content, mcp.NewTextContent("Context from the user's hooks:\n"+c))
+			added = append(added, c)
 		}
 	}
+	// In the structured content too: some clients hand the model only
+	// that (docs/hooks.md).
+	tools.AddHookContext(res, added)
 	return res
 }
 

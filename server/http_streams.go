@@ -154,10 +154,21 @@ func (p *postStream) inject(msg []byte) {
 	}
 }
 
-// notification is one JSON-RPC notification.
+// notification is one JSON-RPC notification; a "_meta" map in params is
+// its _meta (a subscriptions/listen stream's id, listen.go).
 func notification(method string, params map[string]any) mcp.JSONRPCNotification {
+	p := mcp.NotificationParams{AdditionalFields: params}
+	if meta, ok := params["_meta"].(map[string]any); ok {
+		p.Meta = meta
+		p.AdditionalFields = make(map[string]any, len(params)-1)
+		for k, v := range params {
+			if k != "_meta" {
+				p.AdditionalFields[k] = v
+			}
+		}
+	}
 	return mcp.JSONRPCNotification{
 		JSONRPC:      mcp.JSONRPC_VERSION,
-		Notification: mcp.Notification{Method: method, Params: mcp.NotificationParams{AdditionalFields: params}},
+		Notification: mcp.Notification{Method: method, Params: p},
 	}
 }

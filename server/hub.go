@@ -100,6 +100,7 @@ func newHub(ctx context.Context, o Options, t transport) (*Hub, error) {
 		h.t.initialized(ctx, res)
 	})
 	h.addViolations(hooks)
+	h.addListen(hooks)
 	hooks.AddOnUnregisterSession(func(ctx context.Context, cs mcpserver.ClientSession) {
 		h.t.ended(cs)
 	})
@@ -236,10 +237,13 @@ func (h *Hub) onRequest(ctx context.Context, _ any, message any) error {
 		}
 		return nil
 	case req.Method == string(mcp.MethodServerDiscover):
-		// A client on the sessionless revision sends no initialized
-		// (newHub), and discovers instead: it may be told of changes of
-		// its tools from now on (gateway.go).
+		// A client on the sessionless revision sends no initialize or
+		// initialized (newHub), and discovers instead: it has seen no tool
+		// yet (what the session publishes now is its starting point, as at
+		// an initialize answer), and may be told of changes of its tools
+		// from now on (gateway.go).
 		if s := h.lookup(ctx); s != nil {
+			s.gatewayAnswered()
 			s.gatewayInitialized()
 		}
 		return nil

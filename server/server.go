@@ -147,6 +147,8 @@ type Session struct {
 	memory *memoryStore
 	// feed is the client's subscription to the session's violations.
 	feed violationFeed
+	// listens are the client's subscriptions/listen streams (listen.go).
+	listens listenSet
 
 	mu       sync.Mutex // guards handlers and defs (rebuilt when roots narrow the worktree)
 	handlers map[string]tools.Tool

@@ -137,6 +137,9 @@ func (t *stdioTransport) serve(ctx context.Context) error {
 	})
 	err := stdio.Listen(ctx, t, t.out)
 	t.lane.stop()
+	if ctx.Err() != nil {
+		t.endListens() // the server ends the client's streams (stdio_listen.go)
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
@@ -148,7 +151,7 @@ func (t *stdioTransport) serve(ctx context.Context) error {
 func (t *stdioTransport) Read(p []byte) (int, error) {
 	for len(t.buf) == 0 {
 		line, err := t.in.next()
-		if len(line) > 0 && !t.lane.take(line) {
+		if len(line) > 0 && !t.listen(line) && !t.lane.take(line) {
 			t.buf = append(append(t.buf[:0], line...), '\n')
 		}
 		if err != nil {

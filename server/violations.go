@@ -27,7 +27,7 @@ type violationsDoc struct {
 // without a GET stream reads); one found outside any call is sent on the
 // session's own channel.
 type violationFeed struct {
-	watching atomic.Bool  // the client subscribed to ViolationsURI
+	watching atomic.Bool  // the client subscribed to ViolationsURI (resources/subscribe)
 	unsent   atomic.Bool  // a violation arrived that no update told yet
 	lastIdle atomic.Int64 // when the last update outside a call left (unix ns)
 	delayed  atomic.Bool  // an update outside a call waits for idleUpdateGap
@@ -79,7 +79,7 @@ func (h *Hub) addViolationsResource() {
 // subscriber, an update is due; a call in flight sends it (flushViolations),
 // otherwise it is sent now.
 func (s *Session) violationAdded() {
-	if !s.feed.watching.Load() {
+	if !s.violationsWatched() {
 		return
 	}
 	s.feed.unsent.Store(true)
@@ -90,15 +90,36 @@ func (s *Session) violationAdded() {
 
 // flushViolations sends a due update with the call in ctx's notifications.
 func (s *Session) flushViolations(ctx context.Context) {
-	if s.feed.unsent.Swap(false) && s.feed.watching.Load() {
-		s.notifyCall(ctx, string(mcp.MethodNotificationResourceUpdated), map[string]any{"uri": ViolationsURI})
+	if s.feed.unsent.Swap(false) && s.violationsWatched() {
+		s.tellViolations(func(method string, params map[string]any) { s.notifyCall(ctx, method, params) })
+	}
+}
+
+// violationsWatched says whether the client asked to be told of new
+// violations: resources/subscribe, or a subscriptions/listen stream on the
+// sessionless revision (listen.go).
+func (s *Session) violationsWatched() bool {
+	return s.feed.watching.Load() || s.listens.watchingViolations()
+}
+
+// tellViolations sends the update with send: untagged to a client that
+// subscribed, and once on each stream that asked for it, tagged with the
+// stream's id.
+func (s *Session) tellViolations(send func(method string, params map[string]any)) {
+	method := string(mcp.MethodNotificationResourceUpdated)
+	params := map[string]any{"uri": ViolationsURI}
+	if s.feed.watching.Load() {
+		send(method, params)
+	}
+	for _, id := range s.listens.ids(func(l *listenSub) bool { return l.violations }) {
+		send(method, tagged(id, params))
 	}
 }
 
 // violationsIdle sends a due update outside any call (after the last call
 // in flight ended, or for a violation no call met).
 func (s *Session) violationsIdle() {
-	if !s.feed.unsent.Load() || !s.feed.watching.Load() {
+	if !s.feed.unsent.Load() || !s.violationsWatched() {
 		return
 	}
 	now := time.Now().UnixNano()
@@ -115,5 +136,5 @@ func (s *Session) violationsIdle() {
 		return
 	}
 	s.feed.lastIdle.Store(now)
-	s.notifyClient(string(mcp.MethodNotificationResourceUpdated), map[string]any{"uri": ViolationsURI})
+	s.tellViolations(s.notifyClient)
 }

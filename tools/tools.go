@@ -223,7 +223,7 @@ func schemas(in, out string) mcp.ToolOption {
 		t.InputSchema = mcp.ToolInputSchema{}
 		t.RawInputSchema = []byte(in)
 		t.OutputSchema = mcp.ToolOutputSchema{}
-		t.RawOutputSchema = []byte(out)
+		t.RawOutputSchema = []byte(withHookContext(out))
 	}
 }
 
