@@ -188,7 +188,7 @@ func TestViolationsListenStdio(t *testing.T) {
 func TestGatewayListenStdio(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		e := newEnv(t, id)
-		cfg := e.mcpConfig(t, map[string]any{"crashy": map[string]any{"command": "node", "args": []string{e.script(t, "crashy.cjs", crashyServer)}}})
+		cfg := e.mcpConfig(t, map[string]any{"crashy": map[string]any{"command": "node", "args": []string{e.script(t, "crashy.cjs", crashyServer)}, "approval": "off"}})
 		r := e.rawStart(t, "--mcp-config", cfg)
 		// The downstream comes up before the client discovers: its tools
 		// are in the first list, and no change is told for them.
