@@ -24,7 +24,9 @@ import (
 //     it writes how many tools/list it answered to the file named by its
 //     second argument;
 //   - mute: reads initialize, never answers it, never reads again, and
-//     floods requests and list_changed.
+//     floods requests and list_changed;
+//   - serve: answers every request at once and floods nothing (the
+//     downstream of BenchmarkGatewayAddedCost).
 //
 // Each floods from 3 s after its start (so that the test can read the
 // server's idle size first), for at most 60 s.
@@ -105,6 +107,14 @@ func main() {
 	}
 	changed := "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"
 	switch mode {
+	case "serve":
+		for {
+			l, err := in.ReadString('\n')
+			if err != nil {
+				return
+			}
+			answer(l)
+		}
 	case "deaf":
 		for {
 			l, err := in.ReadString('\n')
@@ -153,7 +163,7 @@ var hostileOnce struct {
 }
 
 // hostileBin builds hostileSource (once per run) beside the server.
-func hostileBin(t *testing.T) string {
+func hostileBin(t testing.TB) string {
 	t.Helper()
 	hostileOnce.Do(func() {
 		src := filepath.Join(baseDir, "hostile-src")
