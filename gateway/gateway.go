@@ -458,6 +458,9 @@ func (s *Server) Call(ctx context.Context, tool string, req mcp.CallToolRequest)
 		if ctx.Err() != nil {
 			cancelled(tr, mcp.NewRequestId(id), ctx.Err())
 		}
+		if why := tr.stopped(); why != "" {
+			return nil, fmt.Errorf("%w: %s was stopped during the call (%s); it is being restarted", ErrUnavailable, s.e.Name, why)
+		}
 		select {
 		case <-exited:
 			return nil, fmt.Errorf("%w: %s exited during the call; it is being restarted", ErrUnavailable, s.e.Name)

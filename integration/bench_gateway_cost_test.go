@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -175,7 +176,13 @@ func startServeBench(b *testing.B, dir string, flags ...string) *benchServe {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	b.Cleanup(func() {
+		// SIGTERM first: the server's own way out.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		t := time.AfterFunc(10*time.Second, func() { _ = cmd.Process.Kill() })
+		_ = cmd.Wait()
+		t.Stop()
+	})
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)

@@ -235,12 +235,18 @@ func TestGatewayBounds(t *testing.T) {
 				}
 				// A call of the hostile server's tool, while it floods:
 				// it must come back, with an error or not.
-				badDone := make(chan error, 1)
+				badDone := make(chan string, 1)
 				if mode != "mute" {
 					go func() {
 						time.Sleep(4 * time.Second)
-						_, err := m.callWithin(flood, "bad__x", nil)
-						badDone <- err
+						t0 := time.Now()
+						r, err := m.callWithin(flood, "bad__x", nil)
+						switch {
+						case err != nil:
+							badDone <- fmt.Sprintf("%v after %s", err, time.Since(t0).Round(time.Millisecond))
+						default:
+							badDone <- fmt.Sprintf("%q (error %v) after %s", text(r), r.IsError, time.Since(t0).Round(time.Millisecond))
+						}
 					}()
 				}
 				var peak int64
@@ -248,7 +254,11 @@ func TestGatewayBounds(t *testing.T) {
 				deadline := time.Now().Add(flood)
 				nextCall := time.Now()
 				var slowest time.Duration
+				named := false // the preamble named the stopped server
 				for time.Now().Before(deadline) && killed == "" {
+					if mode == "deaf" && !named {
+						named = strings.Contains(m.preamble(t), "bad is unavailable (stopped: it read none of its input")
+					}
 					rss, err := procStatusKiB(pid, "VmRSS")
 					if err != nil {
 						t.Fatalf("the server is gone: %v\nstderr:\n%s", err, m.stderr.String())
@@ -293,8 +303,8 @@ func TestGatewayBounds(t *testing.T) {
 				}
 				if mode != "mute" {
 					select {
-					case err := <-badDone:
-						t.Logf("the hostile server's tool: %v", err)
+					case r := <-badDone:
+						t.Logf("the hostile server's tool: %s", r)
 					case <-time.After(5 * time.Second):
 						t.Errorf("a call of the hostile server's tool hung past %s", flood)
 					}
@@ -303,6 +313,9 @@ func TestGatewayBounds(t *testing.T) {
 				case "deaf":
 					if !strings.Contains(m.stderr.String(), "stopped: it read none of its input") {
 						t.Errorf("no warning that the server was stopped for not reading:\n%s", tail(m.stderr.String(), 3000))
+					}
+					if !named {
+						t.Errorf("the preamble never named the stopped server")
 					}
 				case "list":
 					b, _ := os.ReadFile(count)
