@@ -198,7 +198,8 @@ func hostileBin(t testing.TB) string {
 // while it floods for 20 s; the session's own tools and another downstream
 // keep answering; a call of the hostile server's tool returns (an error is
 // fine) rather than hang; a server that stopped reading is stopped and
-// named in a warning. Before the bounds the server grew by hundreds of MiB
+// named in a warning and the preamble; over HTTP, the tools of another
+// session keep answering too. Before the bounds the server grew by hundreds of MiB
 // a second: the test kills it as soon as it passes the bound, so a failing
 // run holds at most a few hundred MiB.
 func TestGatewayBounds(t *testing.T) {
@@ -208,26 +209,42 @@ func TestGatewayBounds(t *testing.T) {
 	)
 	bin := hostileBin(t)
 	forEachIdentity(t, func(t *testing.T, id runAs) {
-		for _, mode := range []string{"deaf", "list", "mute"} {
-			t.Run(mode, func(t *testing.T) {
+		// Over HTTP (serve), two sessions, each with its instances: one
+		// session's downstream must not take the other's tools down.
+		for _, name := range []string{"deaf", "list", "mute", "http-deaf"} {
+			t.Run(name, func(t *testing.T) {
+				mode, overHTTP := strings.CutPrefix(name, "http-")
 				e := newEnv(t, id)
 				count := filepath.Join(e.work, "lists")
 				cfg := e.mcpConfig(t, map[string]any{
 					"bad":  map[string]any{"command": bin, "args": []string{mode, count}, "network": "off"},
 					"good": map[string]any{"command": "node", "args": []string{e.script(t, "crashy.cjs", crashyServer)}},
 				})
-				m := e.mcp(t, "--sandbox", "workspace-write", "--sandbox-net", "off", "--mcp-config", cfg)
-				pid := m.cmd.Process.Pid
+				flags := []string{"--sandbox", "workspace-write", "--sandbox-net", "off", "--mcp-config", cfg}
+				var sessions []*mcpConn
+				var proc *os.Process
+				if overHTTP {
+					srv := e.serve(t, flags...)
+					sessions = []*mcpConn{srv.mustConnect(t, clientOpts{}), srv.mustConnect(t, clientOpts{})}
+					proc = srv.cmd.Process
+				} else {
+					m := e.mcp(t, flags...)
+					sessions = []*mcpConn{m}
+					proc = m.cmd.Process
+				}
+				m, pid := sessions[0], proc.Pid
 				// The other downstream up and the server warm, within
 				// the hostile one's first 3 s.
-				if !waitFor(3*time.Second, func() bool {
-					r, err := m.callWithin(2*time.Second, "good__echo", nil)
-					return err == nil && !r.IsError
-				}) {
-					t.Fatalf("the good downstream did not answer\nstderr:\n%s", m.stderr.String())
-				}
-				if r, err := m.callWithin(5*time.Second, "read_file", map[string]any{"path": "README"}); err != nil || r.IsError {
-					t.Fatalf("read_file: %v", err)
+				for _, s := range sessions {
+					if !waitFor(3*time.Second, func() bool {
+						r, err := s.callWithin(2*time.Second, "good__echo", nil)
+						return err == nil && !r.IsError
+					}) {
+						t.Fatalf("the good downstream did not answer\nstderr:\n%s", m.stderr.String())
+					}
+					if r, err := s.callWithin(5*time.Second, "read_file", map[string]any{"path": "README"}); err != nil || r.IsError {
+						t.Fatalf("read_file: %v", err)
+					}
 				}
 				base, err := procStatusKiB(pid, "VmRSS")
 				if err != nil {
@@ -265,25 +282,27 @@ func TestGatewayBounds(t *testing.T) {
 					}
 					peak = max(peak, rss)
 					if rss-base > boundMiB<<10 || rss > 300<<10 {
-						_ = m.cmd.Process.Kill() // before it takes the machine down
+						_ = proc.Kill() // before it takes the machine down
 						killed = fmt.Sprintf("killed at %d MiB (%d MiB idle) after %s", rss>>10, base>>10, flood-time.Until(deadline))
 						break
 					}
 					if time.Now().After(nextCall) {
 						nextCall = time.Now().Add(time.Second)
-						for _, c := range []struct {
-							tool string
-							args map[string]any
-						}{{"read_file", map[string]any{"path": "README"}}, {"good__echo", nil}} {
-							t0 := time.Now()
-							r, err := m.callWithin(10*time.Second, c.tool, c.args)
-							slowest = max(slowest, time.Since(t0))
-							if err != nil || r.IsError {
-								msg := ""
-								if r != nil {
-									msg = text(r)
+						for i, s := range sessions {
+							for _, c := range []struct {
+								tool string
+								args map[string]any
+							}{{"read_file", map[string]any{"path": "README"}}, {"good__echo", nil}} {
+								t0 := time.Now()
+								r, err := s.callWithin(10*time.Second, c.tool, c.args)
+								slowest = max(slowest, time.Since(t0))
+								if err != nil || r.IsError {
+									msg := ""
+									if r != nil {
+										msg = text(r)
+									}
+									t.Errorf("session %d: %s during the flood: %v %s", i, c.tool, err, msg)
 								}
-								t.Errorf("%s during the flood: %v %s", c.tool, err, msg)
 							}
 						}
 						continue
@@ -297,7 +316,7 @@ func TestGatewayBounds(t *testing.T) {
 					peak = max(peak, hwm)
 				}
 				t.Logf("%s %s: RSS %d MiB idle, peak %d MiB (+%d MiB); slowest call of another tool %s",
-					id.name, mode, base>>10, peak>>10, (peak-base)>>10, slowest.Round(time.Millisecond))
+					id.name, name, base>>10, peak>>10, (peak-base)>>10, slowest.Round(time.Millisecond))
 				if peak-base > boundMiB<<10 {
 					t.Errorf("the server peaked %d MiB above its idle size, bound %d MiB", (peak-base)>>10, boundMiB)
 				}
