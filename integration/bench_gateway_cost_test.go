@@ -37,6 +37,9 @@ import (
 // Target: at most 50 us of CPU and 100 us of latency added per call, over
 // each transport.
 //
+// With -bench-baseline DIR (an earlier build of both binaries), that
+// build's calls are measured in the same rounds (before-*).
+//
 //	go test ./integration -run '^$' -bench GatewayAddedCost -benchtime 10x
 func BenchmarkGatewayAddedCost(b *testing.B) {
 	bin := hostileBin(b)
@@ -81,6 +84,22 @@ func BenchmarkGatewayAddedCost(b *testing.B) {
 		{name: "http", pid: hs.cmd.Process.Pid, run: func(i int) string { return hc.post(b, call("fast__x")(i)) }, want: `"text":"ok"`},
 		{name: "stdio-ping", pid: gw.cmd.Process.Pid, run: func(i int) string { return stdio(gw)(ping(i)) }, want: `"result":{}`},
 		{name: "http-ping", pid: hs.cmd.Process.Pid, run: func(i int) string { return hc.post(b, ping(i)) }, want: `"result":{}`},
+	}
+	if *benchBaseline != "" {
+		// An earlier build, side by side: its stdio and HTTP calls.
+		before := filepath.Join(*benchBaseline, "evener-mcp")
+		bgw := startLineClient(b, dir, before, append(flags, "--workdir", dir)...)
+		if resp := bgw.roundTrip(b, `{"jsonrpc":"2.0","id":"list","method":"tools/list"}`); !strings.Contains(resp, "fast__x") {
+			b.Fatalf("tools/list over stdio, the earlier build: %s", resp)
+		}
+		bhs := startServeBenchWith(b, before, dir, flags...)
+		bhc := newHTTPLine(b, bhs.url)
+		if resp := bhc.post(b, `{"jsonrpc":"2.0","id":"list","method":"tools/list"}`); !strings.Contains(resp, "fast__x") {
+			b.Fatalf("tools/list over HTTP, the earlier build: %s", resp)
+		}
+		sides = append(sides,
+			&side{name: "before-stdio", pid: bgw.cmd.Process.Pid, run: func(i int) string { return stdio(bgw)(call("fast__x")(i)) }, want: `"text":"ok"`},
+			&side{name: "before-http", pid: bhs.cmd.Process.Pid, run: func(i int) string { return bhc.post(b, call("fast__x")(i)) }, want: `"text":"ok"`})
 	}
 	const per = 200
 	round := func(sd *side) {
@@ -134,6 +153,10 @@ func BenchmarkGatewayAddedCost(b *testing.B) {
 	}
 	b.ReportMetric(added(sides[1]), "stdio-added-us")
 	b.ReportMetric(added(sides[2]), "http-added-us")
+	if len(sides) > 5 {
+		b.ReportMetric(added(sides[5]), "before-stdio-added-us")
+		b.ReportMetric(added(sides[6]), "before-http-added-us")
+	}
 }
 
 // procCPU is the CPU time (user and system) of every thread of pid, from
@@ -166,7 +189,13 @@ type benchServe struct {
 
 func startServeBench(b *testing.B, dir string, flags ...string) *benchServe {
 	b.Helper()
-	cmd := exec.Command(binPath, append([]string{"serve", "--listen", "127.0.0.1:0"}, flags...)...)
+	return startServeBenchWith(b, binPath, dir, flags...)
+}
+
+// startServeBenchWith is startServeBench with the build at bin.
+func startServeBenchWith(b *testing.B, bin, dir string, flags ...string) *benchServe {
+	b.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, flags...)...)
 	cmd.Dir = dir
 	cmd.Env = []string{"HOME=" + os.Getenv("HOME"), "PATH=" + os.Getenv("PATH")}
 	pr, err := cmd.StderrPipe()
