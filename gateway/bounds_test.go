@@ -95,7 +95,9 @@ func TestConnStall(t *testing.T) {
 func TestConnLongLine(t *testing.T) {
 	shorten(t, &MaxLine, 1<<20)
 	c, out, stops := deafPeer(t)
-	go func() { io.WriteString(out, `{"jsonrpc":"2.0","method":"x","params":"`+strings.Repeat("a", 2<<20)+`"}`+"\n") }()
+	go func() {
+		io.WriteString(out, `{"jsonrpc":"2.0","method":"x","params":"`+strings.Repeat("a", 2<<20)+`"}`+"\n")
+	}()
 	select {
 	case why := <-stops:
 		if !strings.Contains(why, "over 1 MiB") {
