@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -178,3 +179,29 @@ func TestConnNoteBound(t *testing.T) {
 		t.Errorf("got %s first", n.Method)
 	}
 }
+
+// TestConnLongAnswerNoCopy: an answer to nothing asked, however long, is
+// scanned, not copied; a pending call's long answer arrives whole.
+func TestConnLongAnswerNoCopy(t *testing.T) {
+	c := newConn(strings.NewReader(""), nopCloser{io.Discard})
+	line := []byte(`{"jsonrpc":"2.0","id":"nothing","result":{"pad":"` + strings.Repeat("a", 4<<20) + `"}}`)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < 4; i++ {
+		c.dispatch(line)
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 256<<10 {
+		t.Errorf("4 answers to nothing of 4 MiB allocated %d KiB", n>>10)
+	}
+	ch := make(chan *transport.JSONRPCResponse, 1)
+	c.pending[`"nothing"`] = ch
+	c.dispatch(line)
+	if r := <-ch; len(r.Result) != len(line)-len(`{"jsonrpc":"2.0","id":"nothing","result":}`) {
+		t.Errorf("the pending call's result: %d bytes", len(r.Result))
+	}
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }

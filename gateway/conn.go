@@ -194,22 +194,50 @@ func idKey(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// message is any line the server writes, decoded once.
+// message is any line the server writes, decoded once. Its members are
+// views of the line, not copies (rawRef): an answer to nothing asked, or a
+// long notification, costs the scan and no allocation of its size; what is
+// kept is copied (a pending call's result, a request's params).
 type message struct {
-	ID     json.RawMessage          `json:"id"`
-	Method string                   `json:"method"`
-	Params json.RawMessage          `json:"params"`
-	Result json.RawMessage          `json:"result"`
-	Error  *mcp.JSONRPCErrorDetails `json:"error"`
+	ID     rawRef `json:"id"`
+	Method rawRef `json:"method"`
+	Params rawRef `json:"params"`
+	Result rawRef `json:"result"`
+	Error  rawRef `json:"error"`
+}
+
+// rawRef is a JSON value as it stands in the line being decoded, valid
+// while the line is.
+type rawRef []byte
+
+// UnmarshalJSON keeps b: the decoder's view of its input, not a copy.
+func (r *rawRef) UnmarshalJSON(b []byte) error {
+	*r = b
+	return nil
+}
+
+// method is m's method, "" when it has none, it is not a string, or it is
+// longer than maxToken.
+func (m *message) method() string {
+	if len(m.Method) == 0 || len(m.Method) > maxToken+2 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(m.Method, &s) != nil {
+		return ""
+	}
+	return s
 }
 
 func (c *conn) read() {
 	defer c.close()
+	var long []byte
 	for {
 		line, err := c.r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
-			// A long line: gather it, bounded.
-			buf := append([]byte(nil), line...)
+			// A long line: gather it, bounded, in a buffer kept while
+			// long lines follow each other (a flood of them reuses it).
+			buf := append(long[:0], line...)
 			for errors.Is(err, bufio.ErrBufferFull) && len(buf) <= MaxLine {
 				line, err = c.r.ReadSlice('\n')
 				buf = append(buf, line...)
@@ -218,7 +246,9 @@ func (c *conn) read() {
 				c.stop(fmt.Sprintf("it wrote a message over %d MiB", MaxLine>>20))
 				return
 			}
-			line = buf
+			line, long = buf, buf
+		} else {
+			long = nil
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			c.dispatch(line)
@@ -235,8 +265,11 @@ func (c *conn) dispatch(line []byte) {
 		return // not JSON-RPC: the library's transport skips it too
 	}
 	hasID := len(m.ID) > 0 && string(m.ID) != "null"
+	method := m.method()
 	switch {
-	case m.Method != "" && !hasID:
+	case len(m.Method) > 0 && method == "":
+		return // not a method we could know
+	case method != "" && !hasID:
 		if len(m.Params) > maxNote {
 			return // none we read is this long
 		}
@@ -250,10 +283,13 @@ func (c *conn) dispatch(line []byte) {
 		if h != nil {
 			h(n)
 		}
-	case m.Method != "":
-		c.serve(m)
+	case method != "":
+		c.serve(m, method)
 	default:
-		key := idKey(m.ID)
+		if len(m.ID) > maxToken {
+			return // no id of ours is this long
+		}
+		key := idKey(json.RawMessage(m.ID))
 		c.mu.Lock()
 		ch := c.pending[key]
 		delete(c.pending, key)
@@ -263,7 +299,18 @@ func (c *conn) dispatch(line []byte) {
 		}
 		var id mcp.RequestId
 		_ = json.Unmarshal(m.ID, &id)
-		ch <- &transport.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Result: m.Result, Error: m.Error}
+		r := &transport.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: id}
+		if len(m.Result) > 0 {
+			r.Result = bytes.Clone(m.Result)
+		}
+		if len(m.Error) > 0 && string(m.Error) != "null" {
+			var e mcp.JSONRPCErrorDetails
+			if json.Unmarshal(m.Error, &e) != nil {
+				e = mcp.JSONRPCErrorDetails{Code: mcp.INTERNAL_ERROR, Message: "the server's error does not decode"}
+			}
+			r.Error = &e
+		}
+		ch <- r
 	}
 }
 
@@ -272,8 +319,8 @@ func (c *conn) dispatch(line []byte) {
 // at a time and never waiting: a request beyond that, or whose id or
 // method is long, is dropped, and so is an answer the writer has no room
 // for. Nothing the server asks grows with how often it asks.
-func (c *conn) serve(m message) {
-	if len(m.ID) > maxToken || len(m.Method) > maxToken {
+func (c *conn) serve(m message, method string) {
+	if len(m.ID) > maxToken || len(m.Params) > maxNote {
 		return
 	}
 	var id mcp.RequestId
@@ -292,7 +339,11 @@ func (c *conn) serve(m message) {
 	default:
 		return
 	}
-	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: m.Method, Params: m.Params}
+	var params any
+	if len(m.Params) > 0 {
+		params = json.RawMessage(bytes.Clone(m.Params))
+	}
+	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params}
 	go func() {
 		defer func() { <-c.served }()
 		resp, err := h(ctx, req)

@@ -25,6 +25,8 @@ import (
 //     second argument;
 //   - mute: reads initialize, never answers it, never reads again, and
 //     floods requests and list_changed;
+//   - big: keeps serving, and floods answers to nothing it was asked,
+//     each a line of 15 MiB;
 //   - serve: answers every request at once and floods nothing (the
 //     downstream of BenchmarkGatewayAddedCost).
 //
@@ -149,6 +151,20 @@ func main() {
 			}
 			return b
 		})
+	case "big":
+		go func() {
+			for {
+				l, err := in.ReadString('\n')
+				if err != nil {
+					os.Exit(0)
+				}
+				answer(l)
+			}
+		}()
+		pad := strings.Repeat("a", 15<<20)
+		flood(func(i int) []string {
+			return []string{"{\"jsonrpc\":\"2.0\",\"id\":\"nothing-" + strconv.Itoa(i) + "\",\"result\":{\"pad\":\"" + pad + "\"}}"}
+		})
 	case "mute":
 		in.ReadString('\n')
 		flood(func(i int) []string { return append(requests(i), changed) })
@@ -211,7 +227,7 @@ func TestGatewayBounds(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id runAs) {
 		// Over HTTP (serve), two sessions, each with its instances: one
 		// session's downstream must not take the other's tools down.
-		for _, name := range []string{"deaf", "list", "mute", "http-deaf"} {
+		for _, name := range []string{"deaf", "list", "mute", "big", "http-deaf"} {
 			t.Run(name, func(t *testing.T) {
 				mode, overHTTP := strings.CutPrefix(name, "http-")
 				e := newEnv(t, id)
