@@ -74,6 +74,8 @@ type Server struct {
 
 	seq atomic.Int64 // the last tools/call id sent (Call)
 
+	lists refresher // tools/list after tools/list_changed (refresh.go)
+
 	mu       sync.Mutex // guards the fields below
 	cli      *client.Client
 	kill     context.CancelFunc
@@ -188,6 +190,9 @@ func (s *Server) start() {
 		_ = cli.Close()
 		if ctx.Err() != nil {
 			err = fmt.Errorf("it did not answer initialize and tools/list within %s", InitTimeout)
+		}
+		if why := stopped(cli); why != "" {
+			err = errors.New("stopped: " + why)
 		}
 		s.fail(err.Error())
 		go s.restart(exited)
@@ -326,7 +331,12 @@ func (s *Server) spawn() (*client.Client, context.CancelFunc, chan struct{}, err
 		}
 		errR.Close()
 	}()
-	cli := client.NewClient(newConn(outR, inW), client.WithLegacyProtocolOnly())
+	cn := newConn(outR, inW)
+	cn.onStop = func(why string) {
+		s.log.Info("MCP server stopped", "reason", why)
+		kill() // then restarted like one that crashed (watch, start)
+	}
+	cli := client.NewClient(cn, client.WithLegacyProtocolOnly())
 	return cli, kill, exited, nil
 }
 
@@ -354,7 +364,11 @@ func (s *Server) watch(cli *client.Client, exited chan struct{}) {
 	s.cli = nil
 	s.mu.Unlock()
 	_ = cli.Close()
-	s.fail("it exited")
+	why := "it exited"
+	if r := stopped(cli); r != "" {
+		why = "stopped: " + r
+	}
+	s.fail(why)
 	s.restart(exited)
 }
 
@@ -382,27 +396,7 @@ func (s *Server) restart(exited chan struct{}) {
 func (s *Server) onNotification(n mcp.JSONRPCNotification) {
 	switch n.Method {
 	case string(mcp.MethodNotificationToolsListChanged):
-		go func() {
-			s.mu.Lock()
-			cli := s.cli
-			s.mu.Unlock()
-			if cli == nil {
-				return
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), InitTimeout)
-			defer cancel()
-			tools, err := s.list(ctx, cli)
-			if err != nil {
-				s.log.Warn("tools/list after tools/list_changed failed", "error", err.Error())
-				return
-			}
-			s.mu.Lock()
-			s.tools = tools
-			s.mu.Unlock()
-			if s.changed != nil {
-				s.changed()
-			}
-		}()
+		s.refreshTools()
 	case "notifications/progress":
 		tok := fmt.Sprint(n.Params.AdditionalFields["progressToken"])
 		s.mu.Lock()
@@ -465,6 +459,9 @@ func (s *Server) Call(ctx context.Context, tool string, req mcp.CallToolRequest)
 	if err != nil {
 		if ctx.Err() != nil {
 			cancelled(tr, mcp.NewRequestId(id), ctx.Err())
+		}
+		if why := tr.stopped(); why != "" {
+			return nil, fmt.Errorf("%w: %s was stopped during the call (%s); it is being restarted", ErrUnavailable, s.e.Name, why)
 		}
 		select {
 		case <-exited:
