@@ -37,6 +37,8 @@ type layer struct {
 
 	// MCPServers are the [mcp_servers.NAME] tables (mcpservers.go).
 	MCPServers map[string]fileMCPServer `toml:"mcp_servers"`
+	// ToolSearch is tool_search (Config.ToolSearch).
+	ToolSearch *bool `toml:"tool_search"`
 
 	md toml.MetaData
 }
@@ -184,6 +186,9 @@ func (m *merger) trusted(l *layer, path, base string) error {
 	}
 	if err := m.mcpServers(l.MCPServers, path, base); err != nil {
 		return err
+	}
+	if l.ToolSearch != nil {
+		c.ToolSearch = l.ToolSearch
 	}
 	return m.hooks(l)
 }

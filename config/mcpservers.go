@@ -30,6 +30,10 @@ type MCPServer struct {
 	Network string
 	// Tools, when set, publishes only these of its tools.
 	Tools []string
+	// ToolSearch: true, its tools are found with find_tools rather than
+	// listed; false, always listed; nil, as Config.ToolSearch says
+	// (docs/gateway.md, "Tool search").
+	ToolSearch *bool
 	// Source is the file that declared it.
 	Source string
 }
@@ -52,6 +56,8 @@ type fileMCPServer struct {
 	Grants  []string          `toml:"grants"`
 	Network string            `toml:"network"`
 	Tools   []string          `toml:"tools"`
+	// ToolSearch is tool_search (MCPServer.ToolSearch).
+	ToolSearch *bool `toml:"tool_search"`
 }
 
 // mcpServers adds the [mcp_servers.NAME] tables of a trusted file, in name
@@ -77,7 +83,7 @@ func (m *merger) addMCPServer(name string, f fileMCPServer, path, base, where st
 	if f.Command == "" {
 		return fmt.Errorf("%s: command is missing", where)
 	}
-	s := MCPServer{Name: name, Command: f.Command, Args: f.Args, Env: f.Env, Network: f.Network, Tools: f.Tools, Source: path}
+	s := MCPServer{Name: name, Command: f.Command, Args: f.Args, Env: f.Env, Network: f.Network, Tools: f.Tools, ToolSearch: f.ToolSearch, Source: path}
 	switch s.Network {
 	case "":
 		s.Network = MCPNetworkHost
@@ -131,6 +137,8 @@ func (m *merger) mcpConfigFile(path string) error {
 			Grants  []string          `json:"grants"`
 			Network string            `json:"network"`
 			Tools   []string          `json:"tools"`
+			// ToolSearch is the same optional key as the TOML table's.
+			ToolSearch *bool `json:"tool_search"`
 		} `json:"mcpServers"`
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
@@ -151,7 +159,7 @@ func (m *merger) mcpConfigFile(path string) error {
 			skipped = append(skipped, n)
 			continue
 		}
-		f := fileMCPServer{Command: e.Command, Args: e.Args, Env: e.Env, Grants: e.Grants, Network: e.Network, Tools: e.Tools}
+		f := fileMCPServer{Command: e.Command, Args: e.Args, Env: e.Env, Grants: e.Grants, Network: e.Network, Tools: e.Tools, ToolSearch: e.ToolSearch}
 		if err := m.addMCPServer(n, f, path, filepath.Dir(path), "mcpServers."+n); err != nil {
 			return fmt.Errorf("--mcp-config %s: %w", path, err)
 		}
