@@ -106,6 +106,9 @@ func (s *Session) startupLine() string {
 type sessionGateway struct {
 	servers []*gateway.Server
 	ready   chan struct{}
+	// search is the session's tool search (toolsearch.go), guarded by
+	// Session.mu.
+	search toolSearch
 
 	// The client is told its tool list changed (tools/list_changed) once
 	// per change of the gateway tools it would list, never before its
@@ -131,7 +134,7 @@ type sessionGateway struct {
 func toolSig(ts []mcp.Tool) string {
 	var gw []mcp.Tool
 	for _, t := range ts {
-		if strings.Contains(t.Name, gateway.Sep) {
+		if gatewayName(t.Name) {
 			gw = append(gw, t)
 		}
 	}
@@ -276,7 +279,7 @@ func (s *Session) gatewayChanged() {
 		return
 	}
 	for name := range s.handlers {
-		if strings.Contains(name, gateway.Sep) {
+		if gatewayName(name) {
 			delete(s.handlers, name)
 			delete(s.defs, name)
 		}
@@ -306,16 +309,23 @@ func (s *Session) addGateway(hs map[string]tools.Tool, defs map[string]mcp.Tool)
 		def mcp.Tool
 	}
 	all := map[string]listed{}
+	defsOf := map[string]mcp.Tool{}
 	var names []string
 	for _, srv := range s.gw.servers {
 		for _, t := range srv.Tools() {
 			all[t.Name] = listed{srv, t}
+			defsOf[t.Name] = t
 			names = append(names, t.Name)
 		}
 	}
+	s.h.gw.register(s.searchLocked(defsOf, names))
 	published, _ := s.scope.publish(names)
 	var out []mcp.Tool
 	for _, name := range published {
+		if name == findToolsName {
+			out = append(out, s.addFindToolsLocked(hs, defs))
+			continue
+		}
 		l, ok := all[name]
 		if !ok {
 			continue // one of ours
