@@ -1,0 +1,225 @@
+//go:build linux
+
+package integration
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Tool search (docs/gateway.md, "Tool search") with three real servers
+// behind evener-mcp: the filesystem, memory and everything servers, whose
+// definitions (31 KB) are above the default threshold together.
+
+// threeServers is an --mcp-config of the three, each with tool_search as
+// given (nil: unset, the default).
+func (e *env) threeServers(t *testing.T, toolSearch *bool) string {
+	grants := []string{downstream(t) + "/node_modules"}
+	servers := map[string]any{
+		"files":      filesServer(t),
+		"memory":     map[string]any{"command": "node", "args": []string{serverScript(t, "server-memory")}, "grants": grants},
+		"everything": map[string]any{"command": "node", "args": []string{serverScript(t, "server-everything")}, "grants": grants},
+	}
+	if toolSearch != nil {
+		for _, s := range servers {
+			s.(map[string]any)["tool_search"] = *toolSearch
+		}
+	}
+	return e.mcpConfig(t, servers)
+}
+
+// listBytes is the size of a tools/list answer's JSON, and its names.
+func listBytes(t *testing.T, m *mcpConn) (int, []string, []mcp.Tool) {
+	t.Helper()
+	ctx, cancel := testCtx()
+	defer cancel()
+	res, err := m.c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatalf("tools/list: %v\nstderr:\n%s", err, m.stderr.String())
+	}
+	j, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	return len(j), names, res.Tools
+}
+
+// TestGatewayToolSearch: with the three servers and tool_search unset,
+// tools/list holds our tools and find_tools, no downstream tool; a call of
+// a downstream tool by name is told to search; find_tools returns the
+// tool meant, with its input schema, all in its structured content, and
+// the client hears one tools/list_changed; the tool is then listed and
+// callable; the same search again adds nothing and tells nothing. Over
+// stdio and over HTTP, as root and as a user.
+func TestGatewayToolSearch(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		cfg := e.threeServers(t, nil)
+		t.Run("stdio", func(t *testing.T) {
+			checkToolSearch(t, e.mcp(t, "--mcp-config", cfg))
+		})
+		t.Run("http", func(t *testing.T) {
+			srv := e.serve(t, "--mcp-config", cfg)
+			checkToolSearch(t, srv.mustConnect(t, clientOpts{listen: true}))
+		})
+	})
+}
+
+func checkToolSearch(t *testing.T, m *mcpConn) {
+	var changed atomic.Int64
+	m.c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == string(mcp.MethodNotificationToolsListChanged) {
+			changed.Add(1)
+		}
+	})
+	size, names, defs := listBytes(t, m)
+	if !slices.Contains(names, "find_tools") || !slices.Contains(names, "read_file") {
+		t.Fatalf("tools %v: want find_tools beside our own\nstderr:\n%s", names, m.stderr.String())
+	}
+	if i := slices.IndexFunc(names, func(n string) bool { return strings.Contains(n, "__") }); i >= 0 {
+		t.Fatalf("a downstream tool (%s) is listed under tool search: %v", names[i], names)
+	}
+	for _, d := range defs {
+		if d.Name == "find_tools" {
+			for _, srv := range []string{"files", "memory", "everything"} {
+				if !strings.Contains(d.Description, srv) {
+					t.Errorf("find_tools's description does not name %s: %q", srv, d.Description)
+				}
+			}
+			if len(d.RawOutputSchema) == 0 && d.OutputSchema.Type == "" {
+				t.Errorf("find_tools has no output schema")
+			}
+		}
+	}
+	if size > 24<<10 {
+		t.Errorf("tools/list is %d bytes under tool search, want at most 24 KB", size)
+	}
+	// What the servers' start told has been told; from now on only what
+	// the searches change.
+	time.Sleep(time.Second)
+	base := changed.Load()
+
+	r := m.call(t, "everything__get-sum", map[string]any{"a": 2, "b": 3})
+	if !r.IsError || !strings.Contains(text(r), "find_tools") {
+		t.Fatalf("a call of a tool not found yet: %v %s, want an error that says to use find_tools", r.IsError, text(r))
+	}
+	// Wrong arguments too: the schema it has not seen is not the point.
+	r = m.call(t, "everything__get-sum", map[string]any{"x": "y"})
+	if !r.IsError || !strings.Contains(text(r), "find_tools") {
+		t.Fatalf("a call with wrong arguments of a tool not found yet: %s, want an error that says to use find_tools", text(r))
+	}
+
+	r = m.call(t, "find_tools", map[string]any{"query": "sum of two numbers", "limit": 3})
+	if r.IsError {
+		t.Fatalf("find_tools: %s\nstderr:\n%s", text(r), m.stderr.String())
+	}
+	sc := structured(t, r)
+	found, _ := sc["tools"].([]any)
+	if len(found) == 0 || len(found) > 3 {
+		t.Fatalf("find_tools found %d tools (limit 3): %v", len(found), sc)
+	}
+	first, _ := found[0].(map[string]any)
+	if first["name"] != "everything__get-sum" {
+		t.Fatalf("find_tools's best hit %v, want everything__get-sum: %v", first["name"], sc)
+	}
+	schema, _ := first["inputSchema"].(map[string]any)
+	if props, _ := schema["properties"].(map[string]any); props["a"] == nil || props["b"] == nil {
+		t.Errorf("the hit's input schema is not the server's: %v", first["inputSchema"])
+	}
+	if d, _ := first["description"].(string); !strings.Contains(d, "sum") {
+		t.Errorf("the hit's description %q", d)
+	}
+	if added, _ := sc["added"].([]any); !slices.Contains(added, any("everything__get-sum")) {
+		t.Errorf("added %v, want everything__get-sum", sc["added"])
+	}
+	if !waitFor(3*time.Second, func() bool { return changed.Load() > base }) {
+		t.Fatalf("no tools/list_changed after find_tools published a tool")
+	}
+	time.Sleep(time.Second)
+	if n := changed.Load() - base; n != 1 {
+		t.Errorf("%d tools/list_changed for one search, want 1", n)
+	}
+	_, names, _ = listBytes(t, m)
+	if !slices.Contains(names, "everything__get-sum") {
+		t.Fatalf("the found tool is not listed: %v", names)
+	}
+	if slices.Contains(names, "files__read_text_file") {
+		t.Errorf("a tool not found is listed: %v", names)
+	}
+	r = m.call(t, "everything__get-sum", map[string]any{"a": 2, "b": 3})
+	if r.IsError || !strings.Contains(text(r), "5") {
+		t.Fatalf("the found tool's call: %s\nstderr:\n%s", text(r), m.stderr.String())
+	}
+
+	// The same search again: nothing new, nothing told.
+	base = changed.Load()
+	r = m.call(t, "find_tools", map[string]any{"query": "sum of two numbers", "limit": 3})
+	if added, _ := structured(t, r)["added"].([]any); r.IsError || len(added) != 0 {
+		t.Errorf("the same search again added %v (%s)", added, text(r))
+	}
+	// Another: the knowledge graph's tool, found and callable.
+	r = m.call(t, "find_tools", map[string]any{"query": "read the knowledge graph"})
+	sc = structured(t, r)
+	found, _ = sc["tools"].([]any)
+	if len(found) == 0 || found[0].(map[string]any)["name"] != "memory__read_graph" {
+		t.Fatalf("find_tools for the graph: %v", sc)
+	}
+	if !waitFor(3*time.Second, func() bool { return changed.Load() > base }) {
+		t.Fatalf("no tools/list_changed after the second search published tools")
+	}
+	time.Sleep(time.Second)
+	if n := changed.Load() - base; n != 1 {
+		t.Errorf("%d tools/list_changed for two searches of which one published, want 1", n)
+	}
+	if r = m.call(t, "memory__read_graph", nil); r.IsError {
+		t.Errorf("memory__read_graph after it was found: %s", text(r))
+	}
+}
+
+// TestGatewayToolSearchBytes: the size of tools/list with the three
+// servers, every tool listed (tool_search = false) and under tool search
+// (the default), before and after one search (docs/gateway.md, "Tool
+// search", quotes these numbers).
+func TestGatewayToolSearchBytes(t *testing.T) {
+	e := newEnv(t, identities(t)[0])
+	own, ownNames, _ := listBytes(t, e.mcp(t))
+	no := false
+	all, allNames, _ := listBytes(t, e.mcp(t, "--mcp-config", e.threeServers(t, &no)))
+	if countDown(allNames) < 30 || slices.Contains(allNames, "find_tools") {
+		t.Fatalf("tool_search = false: %v", allNames)
+	}
+	m := e.mcp(t, "--mcp-config", e.threeServers(t, nil))
+	searched, searchedNames, _ := listBytes(t, m)
+	r := m.call(t, "find_tools", map[string]any{"query": "read a text file"})
+	if r.IsError {
+		t.Fatalf("find_tools: %s", text(r))
+	}
+	after, afterNames, _ := listBytes(t, m)
+	res, _ := json.Marshal(r)
+	t.Logf("tools/list bytes: our own %d tools %d; with the three servers every tool listed (%d tools) %d; under tool search (%d tools) %d; after one search (%d tools) %d; that search's result %d",
+		len(ownNames), own, len(allNames), all, len(searchedNames), searched, len(afterNames), after, len(res))
+	if all-searched < 16<<10 {
+		t.Errorf("tool search saved %d bytes of %d, want at least 16 KB", all-searched, all)
+	}
+}
+
+// countDown counts the downstream tools among names.
+func countDown(names []string) int {
+	n := 0
+	for _, x := range names {
+		if strings.Contains(x, "__") {
+			n++
+		}
+	}
+	return n
+}
