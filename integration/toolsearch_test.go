@@ -4,6 +4,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -71,6 +72,37 @@ func TestGatewayToolSearch(t *testing.T) {
 		t.Run("http", func(t *testing.T) {
 			srv := e.serve(t, "--mcp-config", cfg)
 			checkToolSearch(t, srv.mustConnect(t, clientOpts{listen: true}))
+		})
+		// A revision with sessions: over stdio a downstream call takes
+		// the lane (server/stdio_lane.go), and so do find_tools and the
+		// call of a tool not found yet. The list_changed comes before
+		// find_tools's result.
+		t.Run("stdio lane", func(t *testing.T) {
+			r := e.rawStart(t, "--mcp-config", cfg)
+			r.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+			r.expect(0)
+			r.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			r.send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+			if l := fmt.Sprint(r.expect(1)); !strings.Contains(l, "find_tools") || strings.Contains(l, "everything__get-sum") {
+				t.Fatalf("the list under tool search: %.300s", l)
+			}
+			r.drain(time.Second)
+			r.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"everything__get-sum","arguments":{"a":2,"b":3}}}`)
+			if m := fmt.Sprint(r.expect(2)); !strings.Contains(m, "isError:true") || !strings.Contains(m, "find_tools") {
+				t.Fatalf("a call of a tool not found yet: %s", m)
+			}
+			r.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"find_tools","arguments":{"query":"add two numbers"}}}`)
+			lines := r.until("3")
+			if n := countListChanged(lines); n != 1 {
+				t.Errorf("%d %s before find_tools's result, want 1", n, listChanged)
+			}
+			if res := lines[len(lines)-1]; !strings.Contains(res, `"structuredContent"`) || !strings.Contains(res, "everything__get-sum") {
+				t.Fatalf("find_tools's result: %.500s", res)
+			}
+			r.send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"everything__get-sum","arguments":{"a":2,"b":3}}}`)
+			if m := fmt.Sprint(r.expect(4)); strings.Contains(m, "isError:true") || !strings.Contains(m, "5") {
+				t.Fatalf("the found tool's call: %s", m)
+			}
 		})
 	})
 }
