@@ -69,7 +69,13 @@ func TestGatewayToolSearch(t *testing.T) {
 		t.Run("stdio", func(t *testing.T) {
 			checkToolSearch(t, e.mcp(t, "--mcp-config", cfg))
 		})
+		// Over HTTP the list_changed is about find_tools's call: it comes
+		// on the call's own stream, with or without a GET stream open.
 		t.Run("http", func(t *testing.T) {
+			srv := e.serve(t, "--mcp-config", cfg)
+			checkToolSearch(t, srv.mustConnect(t, clientOpts{}))
+		})
+		t.Run("http with a GET stream", func(t *testing.T) {
 			srv := e.serve(t, "--mcp-config", cfg)
 			checkToolSearch(t, srv.mustConnect(t, clientOpts{listen: true}))
 		})

@@ -273,10 +273,18 @@ func (s *Session) waitGateway() {
 // servers came up, went or changed its tools, and tells the client when
 // what it would list changed (sessionGateway).
 func (s *Session) gatewayChanged() {
+	if s.rebuildGateway() {
+		s.notifyClient(string(mcp.MethodNotificationToolsListChanged), map[string]any{})
+	}
+}
+
+// rebuildGateway is gatewayChanged but the telling: it says whether the
+// client must be told (find_tools tells it about its own call).
+func (s *Session) rebuildGateway() (due bool) {
 	s.mu.Lock()
 	if s.handlers == nil {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	for name := range s.handlers {
 		if gatewayName(name) {
@@ -290,12 +298,10 @@ func (s *Session) gatewayChanged() {
 	s.h.gw.register(added)
 	s.gw.mu.Lock()
 	s.gw.cur = toolSig(added)
-	due := s.gw.dueLocked()
+	due = s.gw.dueLocked()
 	s.gw.mu.Unlock()
 	s.mu.Unlock()
-	if due {
-		s.notifyClient(string(mcp.MethodNotificationToolsListChanged), map[string]any{})
-	}
+	return due
 }
 
 // addGateway adds the session's gateway tools to hs and defs and returns

@@ -190,7 +190,8 @@ func (s *Session) addFindToolsLocked(hs map[string]tools.Tool, defs map[string]m
 
 // findTools serves find_tools: ranks the tools under search, publishes
 // those it returns that were not yet (one tools/list_changed, sent before
-// the result, so that a client may list them before the model calls one).
+// the result on the call's own stream, so that a client may list them
+// before the model calls one).
 func (s *Session) findTools(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var a findToolsArgs
 	if raw := rawArguments(req); len(raw) > 0 {
@@ -214,8 +215,10 @@ func (s *Session) findTools(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 		}
 	}
 	s.mu.Unlock()
-	if len(res.Added) > 0 {
-		s.gatewayChanged()
+	if len(res.Added) > 0 && s.rebuildGateway() {
+		// About this call: ahead of its result, on its own stream over
+		// HTTP (a client need not hold a GET stream open).
+		s.notifyCall(ctx, string(mcp.MethodNotificationToolsListChanged), map[string]any{})
 	}
 	var b strings.Builder
 	if len(hits) == 0 {
