@@ -261,3 +261,34 @@ func countDown(names []string) int {
 	}
 	return n
 }
+
+// TestGatewayToolSearchTSClient: the official TypeScript SDK client
+// validates find_tools's structured result against its output schema, and
+// calls the tool it found (no validation there: the client listed it
+// before it was found).
+func TestGatewayToolSearchTSClient(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		plan := e.stdioPlan(t, "--mcp-config", e.threeServers(t, nil))
+		plan.Calls = []tsCall{
+			{Name: "find_tools", Arguments: map[string]any{"query": "sum of two numbers"}},
+			{Name: "find_tools", Arguments: map[string]any{"query": "no such thing zzz"}},
+			{Name: "everything__get-sum", Arguments: map[string]any{"a": 2, "b": 3}},
+		}
+		run := runTS(t, plan)
+		if !slices.Contains(run.listed, "find_tools") {
+			t.Fatalf("listed %v\n%s", run.listed, run.stderr)
+		}
+		if len(run.results) != len(plan.Calls) {
+			t.Fatalf("results %+v\n%s", run.results, run.stderr)
+		}
+		for i, r := range run.results {
+			if !r.OK || r.IsError {
+				t.Errorf("call %d %s: ok %v isError %v %s %s", i, r.Name, r.OK, r.IsError, r.Error, r.Text)
+			}
+		}
+		if !strings.Contains(run.results[0].Text, "everything__get-sum") || !strings.Contains(run.results[2].Text, "5") {
+			t.Errorf("results %+v", run.results)
+		}
+	})
+}
