@@ -3,8 +3,10 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -121,7 +123,7 @@ func checkToolSearch(t *testing.T, m *mcpConn) {
 		}
 	})
 	size, names, defs := listBytes(t, m)
-	if !slices.Contains(names, "find_tools") || !slices.Contains(names, "read_file") {
+	if !slices.Contains(names, "find_tools") || !slices.Contains(names, "call_tool") || !slices.Contains(names, "read_file") {
 		t.Fatalf("tools %v: want find_tools beside our own\nstderr:\n%s", names, m.stderr.String())
 	}
 	if i := slices.IndexFunc(names, func(n string) bool { return strings.Contains(n, "__") }); i >= 0 {
@@ -197,6 +199,24 @@ func checkToolSearch(t *testing.T, m *mcpConn) {
 	r = m.call(t, "everything__get-sum", map[string]any{"a": 2, "b": 3})
 	if r.IsError || !strings.Contains(text(r), "5") {
 		t.Fatalf("the found tool's call: %s\nstderr:\n%s", text(r), m.stderr.String())
+	}
+	// call_tool: the found tool by name, for a client that does not list
+	// again; never one not found, never one of ours.
+	r = m.call(t, "call_tool", map[string]any{"name": "everything__get-sum", "arguments": map[string]any{"a": 4, "b": 5}})
+	if r.IsError || !strings.Contains(text(r), "9") {
+		t.Fatalf("call_tool of the found tool: %s\nstderr:\n%s", text(r), m.stderr.String())
+	}
+	r = m.call(t, "call_tool", map[string]any{"name": "everything__get-sum", "arguments": map[string]any{"a": "x"}})
+	if !r.IsError {
+		t.Errorf("call_tool with arguments against the tool's schema: %s", text(r))
+	}
+	r = m.call(t, "call_tool", map[string]any{"name": "everything__echo", "arguments": map[string]any{"message": "hi"}})
+	if !r.IsError || !strings.Contains(text(r), "find_tools") {
+		t.Errorf("call_tool of a tool not found: %s, want an error that says to use find_tools", text(r))
+	}
+	r = m.call(t, "call_tool", map[string]any{"name": "shell", "arguments": map[string]any{"command": "echo reached"}})
+	if !r.IsError || strings.Contains(text(r), "reached") {
+		t.Errorf("call_tool reached one of our own tools: %s", text(r))
 	}
 
 	// The same search again: nothing new, nothing told.
@@ -289,6 +309,96 @@ func TestGatewayToolSearchTSClient(t *testing.T) {
 		}
 		if !strings.Contains(run.results[0].Text, "everything__get-sum") || !strings.Contains(run.results[2].Text, "5") {
 			t.Errorf("results %+v", run.results)
+		}
+	})
+}
+
+// TestClaudeCodeToolSearch: Claude Code (claude -p, a scripted model)
+// calls find_tools, whose structured result (all Claude Code gives the
+// model) names the tool and its schema, then calls that tool through
+// call_tool: Claude Code does not list again on tools/list_changed, so it
+// never offers the model the tool found. Over stdio and HTTP, as root and
+// as a user.
+func TestClaudeCodeToolSearch(t *testing.T) {
+	bin := claudeBin(t)
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		for _, tr := range []string{"stdio", "http"} {
+			t.Run(tr, func(t *testing.T) {
+				e := newEnv(t, id)
+				flags := []string{"--sandbox", "workspace-write", "--mcp-config", e.threeServers(t, nil)}
+				var entry map[string]any
+				if tr == "stdio" {
+					env := map[string]string{}
+					for _, kv := range e.serverEnv(t) {
+						k, v, _ := strings.Cut(kv, "=")
+						env[k] = v
+					}
+					entry = map[string]any{"type": "stdio", "command": binPath, "args": flags, "env": env}
+				} else {
+					entry = map[string]any{"type": "http", "url": e.serve(t, flags...).url}
+				}
+				steps := []ccStep{
+					{tool: "find_tools", input: map[string]any{"query": "sum of two numbers"}, want: []string{"everything__get-sum", `"a"`}},
+					// Claude Code does not list again on tools/list_changed
+					// (this version): the tool found is called through
+					// call_tool.
+					{tool: "call_tool", input: map[string]any{"name": "everything__get-sum", "arguments": map[string]any{"a": 2, "b": 3}}, want: []string{"5"}},
+				}
+				fm := &fakeModel{steps: steps, results: map[int]ccResult{}, offered: map[string]bool{}}
+				out := runClaude(t, e, bin, fm, entry)
+				fm.mu.Lock()
+				defer fm.mu.Unlock()
+				if fm.offered["mcp__evener__files__read_text_file"] {
+					t.Errorf("Claude Code offered a downstream tool never found")
+				}
+				t.Logf("Claude Code offered the tool found after the search: %v", fm.offered["mcp__evener__everything__get-sum"])
+				for i, s := range steps {
+					if !fm.offered["mcp__evener__"+s.tool] {
+						t.Errorf("step %d: Claude Code did not offer the model mcp__evener__%s (offered %v)", i, s.tool, fm.offered)
+					}
+					r, ok := fm.results[i]
+					if !ok {
+						t.Errorf("step %d %s: no tool_result reached the model\nclaude output:\n%s", i, s.tool, out)
+						continue
+					}
+					t.Logf("step %d %s: %.300s", i, s.tool, r.raw)
+					if r.isError {
+						t.Errorf("step %d %s: an error: %s", i, s.tool, r.raw)
+					}
+					for _, w := range s.want {
+						if !r.sees(w) && !bytes.Contains(r.raw, []byte(w)) {
+							t.Errorf("step %d %s: %q did not reach the model: %s", i, s.tool, w, r.raw)
+						}
+					}
+				}
+			})
+		}
+	})
+}
+
+// TestGatewayToolSearchHooks: a call through call_tool is a call of the
+// tool called: a PreToolUse hook on that tool's name blocks it there too.
+func TestGatewayToolSearchHooks(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		hook := blockingHook(t, filepath.Join(e.root, "hooks"), "no-blockme", `*blockme*`, "echo may not say blockme")
+		cfg := hookConfig(t, e, "search", hookDef{event: "PreToolUse", matcher: "^everything__echo$", command: hook})
+		m := e.mcp(t, "--config", cfg, "--mcp-config", e.threeServers(t, nil))
+		m.toolNames(t) // as a client does first: its servers are up then
+		if r := m.call(t, "find_tools", map[string]any{"query": "echo", "limit": 1}); r.IsError || !strings.Contains(text(r), "everything__echo") {
+			t.Fatalf("find_tools echo: %s\nstderr:\n%s", text(r), m.stderr.String())
+		}
+		r := m.call(t, "call_tool", map[string]any{"name": "everything__echo", "arguments": map[string]any{"message": "fine"}})
+		if r.IsError || !strings.Contains(text(r), "fine") {
+			t.Fatalf("call_tool echo: %s\nstderr:\n%s", text(r), m.stderr.String())
+		}
+		r = m.call(t, "call_tool", map[string]any{"name": "everything__echo", "arguments": map[string]any{"message": "blockme"}})
+		if !hookDenied(t, r, "may not say blockme") {
+			t.Errorf("call_tool past the tool's PreToolUse hook: %v %s", r.IsError, text(r))
+		}
+		r = m.call(t, "everything__echo", map[string]any{"message": "blockme"})
+		if !hookDenied(t, r, "may not say blockme") {
+			t.Errorf("the direct call past its PreToolUse hook: %v %s", r.IsError, text(r))
 		}
 	})
 }

@@ -328,8 +328,8 @@ func (s *Session) addGateway(hs map[string]tools.Tool, defs map[string]mcp.Tool)
 	published, _ := s.scope.publish(names)
 	var out []mcp.Tool
 	for _, name := range published {
-		if name == findToolsName {
-			out = append(out, s.addFindToolsLocked(hs, defs))
+		if searchTool(name) {
+			out = append(out, s.addSearchToolLocked(name, hs, defs))
 			continue
 		}
 		l, ok := all[name]

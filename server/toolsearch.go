@@ -20,14 +20,24 @@ import (
 // tool, find_tools, in their place. A search returns the best-ranked of
 // those tools (gateway.Rank) with their input schemas and publishes them
 // in the session: its client hears one tools/list_changed, and they are
-// listed and callable from then on. A call by name of a tool not found yet
-// is refused with a result that says to search for it first: the model
-// has not seen its schema. What is published is decided where everything
-// else is (toolScope.publish); this file decides which servers are
-// searched, keeps what was found and serves find_tools.
+// listed and callable from then on. A client that does not list again on
+// tools/list_changed (Claude Code does not) has call_tool, which calls a
+// tool found by its name and arguments, through the same call pipeline as
+// a direct call (hooks see the tool's own name). A call of a tool not
+// found yet, either way, is refused with a result that says to search for
+// it first: the model has not seen its schema. What is published is
+// decided where everything else is (toolScope.publish); this file decides
+// which servers are searched, keeps what was found and serves find_tools
+// and call_tool.
 
-// findToolsName is the tool search's tool.
-const findToolsName = "find_tools"
+// The tool search's tools.
+const (
+	findToolsName = "find_tools"
+	callToolName  = "call_tool"
+)
+
+// searchTool says whether name is one of the tool search's tools.
+func searchTool(name string) bool { return name == findToolsName || name == callToolName }
 
 // toolSearchAbove is the default: with tool_search set nowhere, a session's
 // servers are searched when the definitions of the downstream tools it
@@ -40,9 +50,9 @@ const findToolsName = "find_tools"
 const toolSearchAbove = 16 << 10
 
 // gatewayName says whether name is one of the gateway's tools in a
-// session's definitions: a downstream tool, or find_tools.
+// session's definitions: a downstream tool, find_tools or call_tool.
 func gatewayName(name string) bool {
-	return strings.Contains(name, gateway.Sep) || name == findToolsName
+	return strings.Contains(name, gateway.Sep) || searchTool(name)
 }
 
 // toolSearch is one session's tool search, guarded by Session.mu.
@@ -164,7 +174,7 @@ func (s *Session) findToolsDefLocked() mcp.Tool {
 	ts := s.gw.search
 	t := mcp.NewTool(findToolsName,
 		mcp.WithDescription(fmt.Sprintf("Find tools of the MCP servers %s (%d tools, not listed until found) by a few words of what you need. "+
-			"The tools found are returned with their input schemas and added to your tool list; call them by the names returned.",
+			"The tools found are returned with their input schemas and added to your tool list; call them by the names returned, or with call_tool if they are not in your list.",
 			strings.Join(ts.servers, ", "), len(ts.searchable))),
 		mcp.WithToolAnnotation(mcp.ToolAnnotation{
 			Title:           "Find MCP server tools",
@@ -179,13 +189,79 @@ func (s *Session) findToolsDefLocked() mcp.Tool {
 	return t
 }
 
-// addFindToolsLocked adds find_tools to hs and defs and returns its
-// definition. s.mu is held.
-func (s *Session) addFindToolsLocked(hs map[string]tools.Tool, defs map[string]mcp.Tool) mcp.Tool {
-	def := s.findToolsDefLocked()
-	hs[findToolsName] = tools.Tool{ServerTool: mcpserver.ServerTool{Tool: def, Handler: s.findTools}, Facts: gatewayFacts(findToolsName)}
-	defs[findToolsName] = def
+// callToolInput is call_tool's input schema. It declares no output
+// schema: its result is the called tool's, as that tool returns it.
+const callToolInput = `{"type": "object", "properties": {
+    "name": {"type": "string", "minLength": 1, "description": "A tool find_tools returned."},
+    "arguments": {"type": "object", "description": "Its arguments, as its input schema says."}},
+  "required": ["name"], "additionalProperties": false}`
+
+// callToolDef is call_tool's definition.
+func callToolDef() mcp.Tool {
+	t := mcp.NewTool(callToolName,
+		mcp.WithDescription("Call a tool that find_tools returned, by its name and arguments, when it is not in your tool list yet. The result is that tool's."),
+		mcp.WithToolAnnotation(mcp.ToolAnnotation{
+			Title: "Call a found MCP server tool",
+			// Whatever the tool called does: nothing is promised.
+			ReadOnlyHint:    mcp.ToBoolPtr(false),
+			DestructiveHint: mcp.ToBoolPtr(true),
+			IdempotentHint:  mcp.ToBoolPtr(false),
+			OpenWorldHint:   mcp.ToBoolPtr(true),
+		}),
+	)
+	t.InputSchema, t.RawInputSchema = mcp.ToolInputSchema{}, []byte(callToolInput)
+	return t
+}
+
+// addSearchToolLocked adds find_tools or call_tool to hs and defs and
+// returns its definition. s.mu is held.
+func (s *Session) addSearchToolLocked(name string, hs map[string]tools.Tool, defs map[string]mcp.Tool) mcp.Tool {
+	def, handler := callToolDef(), s.callTool
+	if name == findToolsName {
+		def, handler = s.findToolsDefLocked(), s.findTools
+	}
+	hs[name] = tools.Tool{ServerTool: mcpserver.ServerTool{Tool: def, Handler: handler}, Facts: gatewayFacts(name)}
+	defs[name] = def
 	return def
+}
+
+// callTool serves call_tool: the call of a tool find_tools returned, made
+// as a call of that tool (Hub.call: its arguments against its schema, its
+// hooks, its audit record), with the progress token passed on.
+func (s *Session) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if raw := rawArguments(req); len(raw) > 0 {
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return mcp.NewToolResultError("call_tool: " + err.Error()), nil
+		}
+	}
+	if s.withheld(a.Name) {
+		return mcp.NewToolResultError(s.unavailable(a.Name)), nil
+	}
+	if !s.searchable(a.Name) {
+		return mcp.NewToolResultError(fmt.Sprintf("call_tool calls the tools %s returns; %s is not one of them", findToolsName, a.Name)), nil
+	}
+	inner := mcp.CallToolRequest{}
+	inner.Method = string(mcp.MethodToolsCall)
+	inner.Params.Name = a.Name
+	if len(a.Arguments) > 0 && string(a.Arguments) != "null" {
+		inner.Params.Arguments = a.Arguments
+	}
+	inner.Params.Meta = req.Params.Meta
+	return s.h.call(gatewayFacts(a.Name))(ctx, inner)
+}
+
+// searchable says whether name is under tool search (found or not).
+func (s *Session) searchable(name string) bool {
+	if s.gw == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.ContainsFunc(s.gw.search.searchable, func(t mcp.Tool) bool { return t.Name == name })
 }
 
 // findTools serves find_tools: ranks the tools under search, publishes
@@ -252,7 +328,7 @@ func (s *Session) findTools(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 // publish: for one under tool search not found yet, how to get it.
 func (s *Session) unavailable(name string) string {
 	if s.withheld(name) {
-		return fmt.Sprintf("tool %s is not in this session's tool list yet: call %s with words of what you need (it returns the tools with their input schemas and adds them to your list), then call the tool by the name it returns", name, findToolsName)
+		return fmt.Sprintf("tool %s is not in this session's tool list yet: call %s with words of what you need (it returns the tools with their input schemas and adds them to your list), then call the tool by the name it returns (or with %s)", name, findToolsName, callToolName)
 	}
 	return fmt.Sprintf("tool %s is not available in this session", name)
 }

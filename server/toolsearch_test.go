@@ -10,10 +10,10 @@ import (
 )
 
 // TestToolScopeSearch: tool search in the one filter. A server under
-// search has its tools withheld until found, and find_tools published
-// (after our own tools) while any is under search; a found tool is
+// search has its tools withheld until found, and find_tools and call_tool
+// published (after our own tools) while any is under search; a found tool is
 // listed; a tool --tools or the client names is never searched; a client
-// may ask for find_tools, which searches every downstream tool it does not
+// may ask for find_tools (or call_tool), which searches every downstream tool it does not
 // name; one that asks for it with no MCP servers behind is refused.
 func TestToolScopeSearch(t *testing.T) {
 	all := tools.Names()
@@ -28,20 +28,22 @@ func TestToolScopeSearch(t *testing.T) {
 	}{
 		{name: "no search", sc: toolScope{Gateway: true}, want: with(down...)},
 		{name: "one server searched", sc: toolScope{Gateway: true, Search: map[string]bool{"files": true}},
-			want: with(findToolsName, "mem__x"), searched: []string{"files__read", "files__write"}},
+			want: with(findToolsName, callToolName, "mem__x"), searched: []string{"files__read", "files__write"}},
 		{name: "found is listed", sc: toolScope{Gateway: true, Search: map[string]bool{"files": true}, Found: map[string]bool{"files__write": true}},
-			want: with(findToolsName, "files__write", "mem__x"), searched: []string{"files__read", "files__write"}},
+			want: with(findToolsName, callToolName, "files__write", "mem__x"), searched: []string{"files__read", "files__write"}},
 		{name: "all found: find_tools stays", sc: toolScope{Gateway: true, Search: map[string]bool{"files": true, "mem": true},
 			Found: map[string]bool{"files__read": true, "files__write": true, "mem__x": true}},
-			want: with(append([]string{findToolsName}, down...)...), searched: down},
+			want: with(append([]string{findToolsName, callToolName}, down...)...), searched: down},
 		{name: "--tools names are never searched", sc: toolScope{Gateway: true, Server: []string{"read_file", "files__read"}, Search: map[string]bool{"files": true}},
 			want: []string{"read_file", "files__read"}},
 		{name: "client names are never searched", sc: toolScope{Gateway: true, Client: []string{"read_file", "files__read"}, Search: map[string]bool{"files": true}},
 			want: []string{"read_file", "files__read"}},
 		{name: "client asks for find_tools", sc: toolScope{Gateway: true, Client: []string{"read_file", findToolsName, "mem__x"}},
-			want: []string{"read_file", findToolsName, "mem__x"}, searched: []string{"files__read", "files__write"}},
+			want: []string{"read_file", findToolsName, callToolName, "mem__x"}, searched: []string{"files__read", "files__write"}},
 		{name: "client asks for find_tools, found", sc: toolScope{Gateway: true, Client: []string{findToolsName}, Found: map[string]bool{"files__read": true}},
-			want: []string{findToolsName, "files__read"}, searched: down},
+			want: []string{findToolsName, callToolName, "files__read"}, searched: down},
+		{name: "client asks for call_tool", sc: toolScope{Gateway: true, Client: []string{callToolName}},
+			want: []string{findToolsName, callToolName}, searched: down},
 		{name: "find_tools without servers", sc: toolScope{Client: []string{findToolsName}}, err: `tool "find_tools" is not available`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,8 +43,8 @@ type toolScope struct {
 // servers list now) that the scope allows. The delegate floor applies
 // here too: a session with no tool that changes files keeps only the
 // memory tools that read. A downstream tool under tool search is
-// published once find_tools found it, and find_tools is published (after
-// our own tools) while there is any such tool. The error names a tool the
+// published once find_tools found it, and find_tools and call_tool are
+// published (after our own tools) while there is any such tool. The error names a tool the
 // client asked for that the server does not publish.
 func (sc toolScope) publish(downstream []string) ([]string, error) {
 	own, gw := splitGatewayTools(sc.Server)
@@ -53,7 +53,7 @@ func (sc toolScope) publish(downstream []string) ([]string, error) {
 	}
 	askedOwn, askedGW := splitGatewayTools(sc.Client)
 	for _, t := range askedOwn {
-		if t == findToolsName && sc.Gateway {
+		if searchTool(t) && sc.Gateway {
 			continue
 		}
 		if !slices.Contains(own, t) {
@@ -83,7 +83,7 @@ func (sc toolScope) publish(downstream []string) ([]string, error) {
 	}
 	listed, searched := sc.downstream(downstream)
 	if len(searched) > 0 {
-		out = append(out, findToolsName)
+		out = append(out, findToolsName, callToolName)
 	}
 	return append(out, listed...), nil
 }
@@ -93,11 +93,12 @@ func (sc toolScope) publish(downstream []string) ([]string, error) {
 // found already are in both). A tool --tools or the client names is
 // never under search: a list of names is the choice made already. The
 // servers in Search have their tools searched; a client that asks for
-// find_tools has every downstream tool it does not name searched.
+// find_tools (or call_tool) has every downstream tool it does not name
+// searched.
 func (sc toolScope) downstream(names []string) (listed, searched []string) {
 	_, gw := splitGatewayTools(sc.Server)
 	askedOwn, askedGW := splitGatewayTools(sc.Client)
-	clientSearch := slices.Contains(askedOwn, findToolsName)
+	clientSearch := slices.ContainsFunc(askedOwn, searchTool)
 	for _, t := range names {
 		named := (sc.Server != nil && slices.Contains(gw, t)) || (sc.Client != nil && slices.Contains(askedGW, t))
 		if (sc.Server != nil && !slices.Contains(gw, t)) || (sc.Client != nil && !named && !clientSearch) {
