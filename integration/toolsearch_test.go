@@ -316,9 +316,10 @@ func TestGatewayToolSearchTSClient(t *testing.T) {
 // TestClaudeCodeToolSearch: Claude Code (claude -p, a scripted model)
 // calls find_tools, whose structured result (all Claude Code gives the
 // model) names the tool and its schema, then calls that tool through
-// call_tool: Claude Code does not list again on tools/list_changed, so it
-// never offers the model the tool found. Over stdio and HTTP, as root and
-// as a user.
+// call_tool: over stdio Claude Code speaks the sessionless revision and
+// opens no subscriptions/listen stream, so it hears no list change and
+// never offers the model the tool found (over HTTP it does). Over stdio
+// and HTTP, as root and as a user.
 func TestClaudeCodeToolSearch(t *testing.T) {
 	bin := claudeBin(t)
 	forEachIdentity(t, func(t *testing.T, id runAs) {
@@ -339,9 +340,8 @@ func TestClaudeCodeToolSearch(t *testing.T) {
 				}
 				steps := []ccStep{
 					{tool: "find_tools", input: map[string]any{"query": "sum of two numbers"}, want: []string{"everything__get-sum", `"a"`}},
-					// Claude Code does not list again on tools/list_changed
-					// (this version): the tool found is called through
-					// call_tool.
+					// Over stdio Claude Code hears no list change: the tool
+					// found is called through call_tool (both transports).
 					{tool: "call_tool", input: map[string]any{"name": "everything__get-sum", "arguments": map[string]any{"a": 2, "b": 3}}, want: []string{"5"}},
 				}
 				fm := &fakeModel{steps: steps, results: map[int]ccResult{}, offered: map[string]bool{}}
@@ -351,7 +351,7 @@ func TestClaudeCodeToolSearch(t *testing.T) {
 				if fm.offered["mcp__evener__files__read_text_file"] {
 					t.Errorf("Claude Code offered a downstream tool never found")
 				}
-				t.Logf("Claude Code offered the tool found after the search: %v", fm.offered["mcp__evener__everything__get-sum"])
+				t.Logf("Claude Code (%s) offered the tool found after the search: %v", tr, fm.offered["mcp__evener__everything__get-sum"])
 				for i, s := range steps {
 					if !fm.offered["mcp__evener__"+s.tool] {
 						t.Errorf("step %d: Claude Code did not offer the model mcp__evener__%s (offered %v)", i, s.tool, fm.offered)

@@ -20,8 +20,9 @@ import (
 // tool, find_tools, in their place. A search returns the best-ranked of
 // those tools (gateway.Rank) with their input schemas and publishes them
 // in the session: its client hears one tools/list_changed, and they are
-// listed and callable from then on. A client that does not list again on
-// tools/list_changed (Claude Code does not) has call_tool, which calls a
+// listed and callable from then on. A client that hears no change (Claude
+// Code over stdio: the sessionless revision, no subscriptions/listen
+// stream) has call_tool, which calls a
 // tool found by its name and arguments, through the same call pipeline as
 // a direct call (hooks see the tool's own name). A call of a tool not
 // found yet, either way, is refused with a result that says to search for
