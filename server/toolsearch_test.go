@@ -36,6 +36,8 @@ func TestToolScopeSearch(t *testing.T) {
 			want: with(append([]string{findToolsName, callToolName}, down...)...), searched: down},
 		{name: "--tools names are never searched", sc: toolScope{Gateway: true, Server: []string{"read_file", "files__read"}, Search: map[string]bool{"files": true}},
 			want: []string{"read_file", "files__read"}},
+		{name: "client leaves out what --tools names", sc: toolScope{Gateway: true, Server: []string{"read_file", "files__read"}, Client: []string{"read_file", findToolsName}, Search: map[string]bool{"files": true}},
+			want: []string{"read_file", "files__read"}},
 		{name: "client names are never searched", sc: toolScope{Gateway: true, Client: []string{"read_file", "files__read"}, Search: map[string]bool{"files": true}},
 			want: []string{"read_file", "files__read"}},
 		{name: "client asks for find_tools", sc: toolScope{Gateway: true, Client: []string{"read_file", findToolsName, "mem__x"}},

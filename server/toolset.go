@@ -44,8 +44,8 @@ type toolScope struct {
 // here too: a session with no tool that changes files keeps only the
 // memory tools that read. A downstream tool under tool search is
 // published once find_tools found it, and find_tools and call_tool are
-// published (after our own tools) while there is any such tool. The error names a tool the
-// client asked for that the server does not publish.
+// published (after our own tools) while there is any such tool. The error
+// names a tool the client asked for that the server does not publish.
 func (sc toolScope) publish(downstream []string) ([]string, error) {
 	own, gw := splitGatewayTools(sc.Server)
 	if own == nil {
@@ -100,12 +100,13 @@ func (sc toolScope) downstream(names []string) (listed, searched []string) {
 	askedOwn, askedGW := splitGatewayTools(sc.Client)
 	clientSearch := slices.ContainsFunc(askedOwn, searchTool)
 	for _, t := range names {
-		named := (sc.Server != nil && slices.Contains(gw, t)) || (sc.Client != nil && slices.Contains(askedGW, t))
-		if (sc.Server != nil && !slices.Contains(gw, t)) || (sc.Client != nil && !named && !clientSearch) {
+		serverNamed := sc.Server != nil && slices.Contains(gw, t)
+		clientNamed := sc.Client != nil && slices.Contains(askedGW, t)
+		if (sc.Server != nil && !serverNamed) || (sc.Client != nil && !clientNamed && !clientSearch) {
 			continue
 		}
 		srv, _, _ := strings.Cut(t, gateway.Sep)
-		if !named && (clientSearch || sc.Search[srv]) {
+		if !serverNamed && !clientNamed && (clientSearch || sc.Search[srv]) {
 			searched = append(searched, t)
 			if !sc.Found[t] {
 				continue
