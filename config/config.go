@@ -113,6 +113,12 @@ type Config struct {
 	// MCPServers are the user's stdio MCP servers run behind evener-mcp,
 	// from trusted layers only, in the order declared.
 	MCPServers []MCPServer
+	// ToolSearch is tool_search: true, every MCP server's tools are found
+	// with find_tools rather than listed, false none, nil (the default)
+	// when they would add more than the server's threshold to every
+	// tools/list; a server's own tool_search wins (docs/gateway.md, "Tool
+	// search").
+	ToolSearch *bool
 	// Warnings are one-line notices to print at start.
 	Warnings []string
 	// Sources are the files that were read, in order.

@@ -40,6 +40,8 @@ type layer struct {
 
 	// MCPServers are the [mcp_servers.NAME] tables (mcpservers.go).
 	MCPServers map[string]fileMCPServer `toml:"mcp_servers"`
+	// ToolSearch is tool_search (Config.ToolSearch).
+	ToolSearch *bool `toml:"tool_search"`
 
 	md toml.MetaData
 }
@@ -192,6 +194,9 @@ func (m *merger) trusted(l *layer, path, base string) error {
 		if err := m.sshAgent(l.SSHAgent, base); err != nil {
 			return err
 		}
+	}
+	if l.ToolSearch != nil {
+		c.ToolSearch = l.ToolSearch
 	}
 	return m.hooks(l)
 }

@@ -35,6 +35,10 @@ type MCPServer struct {
 	// Approval is when a tool must be approved before it is published
 	// (docs/gateway.md, "Pins"): first-use (the default), always or off.
 	Approval string
+	// ToolSearch: true, its tools are found with find_tools rather than
+	// listed; false, always listed; nil, as Config.ToolSearch says
+	// (docs/gateway.md, "Tool search").
+	ToolSearch *bool
 	// Source is the file that declared it.
 	Source string
 }
@@ -76,6 +80,8 @@ type fileMCPServer struct {
 	Deny    []string          `toml:"deny_tools"`
 	// Approval: first-use, always or off.
 	Approval string `toml:"approval"`
+	// ToolSearch is tool_search (MCPServer.ToolSearch).
+	ToolSearch *bool `toml:"tool_search"`
 }
 
 // mcpServers adds the [mcp_servers.NAME] tables of a trusted file, in name
@@ -102,7 +108,7 @@ func (m *merger) addMCPServer(name string, f fileMCPServer, path, base, where st
 		return fmt.Errorf("%s: command is missing", where)
 	}
 	s := MCPServer{Name: name, Command: f.Command, Args: f.Args, Env: f.Env, Network: f.Network, Tools: f.Tools, DenyTools: f.Deny,
-		Approval: f.Approval, Source: path}
+		Approval: f.Approval, ToolSearch: f.ToolSearch, Source: path}
 	switch s.Approval {
 	case "":
 		s.Approval = ApprovalFirstUse
@@ -168,6 +174,8 @@ func (m *merger) mcpConfigFile(path string) error {
 			Deny    []string          `json:"deny_tools"`
 			// Approval: first-use, always or off.
 			Approval string `json:"approval"`
+			// ToolSearch is the same optional key as the TOML table's.
+			ToolSearch *bool `json:"tool_search"`
 		} `json:"mcpServers"`
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
@@ -189,7 +197,7 @@ func (m *merger) mcpConfigFile(path string) error {
 			continue
 		}
 		f := fileMCPServer{Command: e.Command, Args: e.Args, Env: e.Env, Grants: e.Grants, Network: e.Network, Tools: e.Tools,
-			Deny: e.Deny, Approval: e.Approval}
+			Deny: e.Deny, Approval: e.Approval, ToolSearch: e.ToolSearch}
 		if err := m.addMCPServer(n, f, path, filepath.Dir(path), "mcpServers."+n); err != nil {
 			return fmt.Errorf("--mcp-config %s: %w", path, err)
 		}

@@ -105,3 +105,51 @@ func TestToolsNameServerTools(t *testing.T) {
 		t.Error("a tool of a server with an invalid name was accepted")
 	}
 }
+
+// TestToolSearchKeys: tool_search globally and per server, in TOML and in
+// --mcp-config JSON; unset stays nil (the size decides); the project file's
+// is ignored with a warning (docs/gateway.md, "Tool search").
+func TestToolSearchKeys(t *testing.T) {
+	e := newTestEnv(t)
+	e.write(t, e.globalPath(), `
+tool_search = false
+[mcp_servers.files]
+command = "x"
+tool_search = true
+[mcp_servers.plain]
+command = "x"
+`)
+	js := e.write(t, filepath.Join(e.root, "claude", "mcp.json"), `{"mcpServers": {"mem": {"command": "node", "tool_search": false}}}`)
+	e.write(t, e.projectPath(), "tool_search = true\n")
+	c, err := Load(Flags{Workdir: e.wd, MCPConfigs: []string{js}}, e.env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ToolSearch == nil || *c.ToolSearch {
+		t.Errorf("global tool_search %v, want false (the project file's true ignored)", c.ToolSearch)
+	}
+	got := map[string]*bool{}
+	for _, s := range c.MCPServers {
+		got[s.Name] = s.ToolSearch
+	}
+	if v := got["files"]; v == nil || !*v {
+		t.Errorf("files: tool_search %v, want true", v)
+	}
+	if v := got["plain"]; v != nil {
+		t.Errorf("plain: tool_search %v, want unset", *v)
+	}
+	if v := got["mem"]; v == nil || *v {
+		t.Errorf("mem (JSON): tool_search %v, want false", v)
+	}
+	if !strings.Contains(strings.Join(c.Warnings, "\n"), "ignoring tool_search") {
+		t.Errorf("no warning about the project's tool_search: %q", c.Warnings)
+	}
+	e2 := newTestEnv(t)
+	c, err = Load(Flags{Workdir: e2.wd}, e2.env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ToolSearch != nil {
+		t.Errorf("tool_search defaults to %v, want unset", *c.ToolSearch)
+	}
+}

@@ -63,6 +63,9 @@ func (m *merger) project(l *layer, path string) error {
 		c.Warnings = append(c.Warnings, ProjectFile+": ignoring mcp_servers: this file sits in the model's own write surface,"+
 			" and a server runs a program (and is granted its directories) on the file's say-so; declare servers in the global file, a --config file or an --mcp-config file")
 	}
+	if l.defined("tool_search") {
+		c.Warnings = append(c.Warnings, ProjectFile+": ignoring tool_search: how the MCP servers' tools reach the model is decided where the servers are declared (the global file, a --config file)")
+	}
 	if l.Sandbox != nil {
 		mode, err := confine.ParseMode(*l.Sandbox)
 		if err != nil {

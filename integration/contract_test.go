@@ -51,11 +51,14 @@ func checkCapabilities(t *testing.T, result map[string]any, gateway bool) {
 	}
 }
 
-// twoServers is an --mcp-config of two real downstream servers.
+// twoServers is an --mcp-config of two real downstream servers, every
+// tool listed (tool_search false: together they are above its threshold).
 func (e *env) twoServers(t *testing.T) string {
+	files := filesServer(t)
+	files["tool_search"] = false
 	return e.mcpConfig(t, map[string]any{
-		"files":  filesServer(t),
-		"memory": map[string]any{"command": "node", "args": []string{serverScript(t, "server-memory")}},
+		"files":  files,
+		"memory": map[string]any{"command": "node", "args": []string{serverScript(t, "server-memory")}, "tool_search": false},
 	})
 }
 

@@ -44,10 +44,13 @@ func TestGatewayFilesystem(t *testing.T) {
 				writeFile(t, filepath.Join(e.home, ".ssh", "id_rsa"), "GATEWAY-SECRET-KEY\n")
 				writeFile(t, filepath.Join(e.home, ".aws", "credentials"), "GATEWAY-SECRET-AWS\n")
 				graph := filepath.Join(e.work, "graph.jsonl")
-				cfg := e.mcpConfig(t, map[string]any{"files": filesServer(t), "mem": map[string]any{
+				files := filesServer(t)
+				files["tool_search"] = false // every tool listed (docs/gateway.md, "Tool search")
+				cfg := e.mcpConfig(t, map[string]any{"files": files, "mem": map[string]any{
 					"command": "node", "args": []string{serverScript(t, "server-memory")},
-					"env":    map[string]string{"MEMORY_FILE_PATH": graph},
-					"grants": []string{filepath.Join(downstream(t), "node_modules")},
+					"env":         map[string]string{"MEMORY_FILE_PATH": graph},
+					"grants":      []string{filepath.Join(downstream(t), "node_modules")},
+					"tool_search": false,
 				}})
 				m := e.mcp(t, "--sandbox", mode, "--mcp-config", cfg)
 				names := m.toolNames(t)

@@ -29,6 +29,9 @@ func (h *Hub) call(f tools.Facts) mcpserver.ToolHandlerFunc {
 		// 0. The arguments against the tool's input schema: a violation
 		// is a tool error the model can read and correct.
 		if err := h.schemas.check(f.Name, rawArguments(req)); err != nil {
+			if s := h.lookup(ctx); s != nil && s.withheld(f.Name) {
+				err = fmt.Errorf("%s", s.unavailable(f.Name)) // its schema unseen: found first (toolsearch.go)
+			}
 			return mcp.NewToolResultError(err.Error()), nil
 		}
 		res, err = h.pipeline(ctx, f, req)
@@ -77,7 +80,7 @@ func (h *Hub) pipeline(ctx context.Context, f tools.Facts, req mcp.CallToolReque
 	}
 	t, ok := s.tool(f.Name)
 	if !ok {
-		return mcp.NewToolResultError(fmt.Sprintf("tool %s is not available in this session", f.Name)), nil
+		return mcp.NewToolResultError(s.unavailable(f.Name)), nil
 	}
 	// 3. The bound on the session's processes: a call that starts any
 	// (the tool's own, or its hooks') takes a slot, or is refused at

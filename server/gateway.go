@@ -106,6 +106,9 @@ func (s *Session) startupLine() string {
 type sessionGateway struct {
 	servers []*gateway.Server
 	ready   chan struct{}
+	// search is the session's tool search (toolsearch.go), guarded by
+	// Session.mu.
+	search toolSearch
 
 	// The client is told its tool list changed (tools/list_changed) once
 	// per change of the gateway tools it would list, never before its
@@ -133,7 +136,7 @@ type sessionGateway struct {
 func toolSig(ts []mcp.Tool) string {
 	var gw []mcp.Tool
 	for _, t := range ts {
-		if strings.Contains(t.Name, gateway.Sep) {
+		if gatewayName(t.Name) {
 			gw = append(gw, t)
 		}
 	}
@@ -274,13 +277,21 @@ func (s *Session) waitGateway() {
 // servers came up, went or changed its tools, and tells the client when
 // what it would list changed (sessionGateway).
 func (s *Session) gatewayChanged() {
+	if s.rebuildGateway() {
+		s.toolsChanged() // to the streams that asked, on the revision that has them (listen.go)
+	}
+}
+
+// rebuildGateway is gatewayChanged but the telling: it says whether the
+// client must be told (find_tools tells it about its own call).
+func (s *Session) rebuildGateway() (due bool) {
 	s.mu.Lock()
 	if s.handlers == nil {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	for name := range s.handlers {
-		if strings.Contains(name, gateway.Sep) {
+		if gatewayName(name) {
 			delete(s.handlers, name)
 			delete(s.defs, name)
 		}
@@ -291,12 +302,10 @@ func (s *Session) gatewayChanged() {
 	s.h.gw.register(added)
 	s.gw.mu.Lock()
 	s.gw.cur = toolSig(added)
-	due := s.gw.dueLocked()
+	due = s.gw.dueLocked()
 	s.gw.mu.Unlock()
 	s.mu.Unlock()
-	if due {
-		s.toolsChanged()
-	}
+	return due
 }
 
 // addGateway adds the session's gateway tools to hs and defs and returns
@@ -310,16 +319,23 @@ func (s *Session) addGateway(hs map[string]tools.Tool, defs map[string]mcp.Tool)
 		def mcp.Tool
 	}
 	all := map[string]listed{}
+	defsOf := map[string]mcp.Tool{}
 	var names []string
 	for _, srv := range s.gw.servers {
 		for _, t := range s.pinned(srv, srv.Tools()) {
 			all[t.Name] = listed{srv, t}
+			defsOf[t.Name] = t
 			names = append(names, t.Name)
 		}
 	}
+	s.h.gw.register(s.searchLocked(defsOf, names))
 	published, _ := s.scope.publish(names)
 	var out []mcp.Tool
 	for _, name := range published {
+		if searchTool(name) {
+			out = append(out, s.addSearchToolLocked(name, hs, defs))
+			continue
+		}
 		l, ok := all[name]
 		if !ok {
 			continue // one of ours

@@ -32,6 +32,7 @@ func TestToolScope(t *testing.T) {
 		{name: "client names one of each", sc: toolScope{Client: []string{"read_file", "files__read"}}, want: []string{"read_file", "files__read"}},
 		{name: "client names only downstream", sc: toolScope{Client: []string{"files__read"}}, want: []string{"files__read"}},
 		{name: "client names none", sc: toolScope{Client: []string{}}, want: nil},
+		{name: "client leaves out what --tools names", sc: toolScope{Server: []string{"read_file", "files__read"}, Client: []string{"read_file"}}, want: []string{"read_file"}},
 		{name: "client asks for more downstream", sc: toolScope{Server: []string{"read_file"}, Client: []string{"files__read"}}, err: "not available on this server (--tools)"},
 		{name: "client asks for more of ours", sc: toolScope{Server: []string{"read_file"}, Client: []string{"shell"}}, err: `tool "shell" is not available on this server (it publishes read_file)`},
 		// The shell alone changes no file the server knows of: the floor.

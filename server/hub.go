@@ -436,6 +436,17 @@ func (h *Hub) filterTools(ctx context.Context, ts []mcp.Tool) []mcp.Tool {
 			out = append(out, d)
 		}
 	}
+	if len(ts) == 1 {
+		// One tool: the library's check of a call (it passes the one
+		// tool called), not a list the client is served (every list
+		// holds our own tools too, whenever a tool is withheld). A
+		// downstream tool under search not found yet passes, so that its
+		// call reaches the pipeline and is told to search (toolsearch.go).
+		if len(out) == 0 && s.gw != nil && s.gw.search.withheld[ts[0].Name] {
+			return ts
+		}
+		return out
+	}
 	s.gatewayListedLocked(out)
 	return out
 }

@@ -235,7 +235,8 @@ func (h *Hub) buildSession(sp sessionSpec) (*Session, error) {
 		policy = o.Policy
 	}
 	s := &Session{h: h, key: sp.key}
-	s.scope = toolScope{Server: o.Config.Tools, Client: sp.n.Tools, NoMemory: !o.Config.Memory || o.Config.StateDir == ""}
+	s.scope = toolScope{Server: o.Config.Tools, Client: sp.n.Tools, NoMemory: !o.Config.Memory || o.Config.StateDir == "",
+		Gateway: len(o.Config.MCPServers) > 0}
 	// The delegate floor is read from the tools the client's scope
 	// leaves, before any is withheld for what this session lacks.
 	asked, err := s.scope.publish(nil)

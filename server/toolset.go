@@ -27,14 +27,25 @@ type toolScope struct {
 	// NoMemory: memory is off (--disable-memory, memory = false, no state
 	// directory) or its roots could not be opened.
 	NoMemory bool
+
+	// Tool search (toolsearch.go). Gateway: MCP servers run behind this
+	// one (a client may ask for find_tools). Search are the servers whose
+	// tools are found with find_tools rather than listed; Found the
+	// tools find_tools returned in this session, published from then on.
+	// Both grow while the session runs, under Session.mu.
+	Gateway bool
+	Search  map[string]bool
+	Found   map[string]bool
 }
 
 // publish is the session's tool list: its own tools in the server's
 // order, then those of downstream (the NAME__TOOL names the session's MCP
 // servers list now) that the scope allows. The delegate floor applies
 // here too: a session with no tool that changes files keeps only the
-// memory tools that read. The error names a tool the client asked for
-// that the server does not publish.
+// memory tools that read. A downstream tool under tool search is
+// published once find_tools found it, and find_tools and call_tool are
+// published (after our own tools) while there is any such tool. The error
+// names a tool the client asked for that the server does not publish.
 func (sc toolScope) publish(downstream []string) ([]string, error) {
 	own, gw := splitGatewayTools(sc.Server)
 	if own == nil {
@@ -42,6 +53,9 @@ func (sc toolScope) publish(downstream []string) ([]string, error) {
 	}
 	askedOwn, askedGW := splitGatewayTools(sc.Client)
 	for _, t := range askedOwn {
+		if searchTool(t) && sc.Gateway {
+			continue
+		}
 		if !slices.Contains(own, t) {
 			return nil, fmt.Errorf("tool %q is not available on this server (it publishes %s)", t, strings.Join(own, ", "))
 		}
@@ -67,12 +81,40 @@ func (sc toolScope) publish(downstream []string) ([]string, error) {
 			return f.Memory != "" && f.Memory != "read"
 		})
 	}
-	for _, t := range downstream {
-		if (sc.Server == nil || slices.Contains(gw, t)) && (sc.Client == nil || slices.Contains(askedGW, t)) {
-			out = append(out, t)
-		}
+	listed, searched := sc.downstream(downstream)
+	if len(searched) > 0 {
+		out = append(out, findToolsName, callToolName)
 	}
-	return out, nil
+	return append(out, listed...), nil
+}
+
+// downstream sorts the downstream tools the scope allows: listed are
+// published, searched are under tool search (found with find_tools; those
+// found already are in both). A tool --tools or the client names is
+// never under search: a list of names is the choice made already. The
+// servers in Search have their tools searched; a client that asks for
+// find_tools (or call_tool) has every downstream tool it does not name
+// searched.
+func (sc toolScope) downstream(names []string) (listed, searched []string) {
+	_, gw := splitGatewayTools(sc.Server)
+	askedOwn, askedGW := splitGatewayTools(sc.Client)
+	clientSearch := slices.ContainsFunc(askedOwn, searchTool)
+	for _, t := range names {
+		serverNamed := sc.Server != nil && slices.Contains(gw, t)
+		clientNamed := sc.Client != nil && slices.Contains(askedGW, t)
+		if (sc.Server != nil && !serverNamed) || (sc.Client != nil && !clientNamed && !clientSearch) {
+			continue
+		}
+		srv, _, _ := strings.Cut(t, gateway.Sep)
+		if !serverNamed && !clientNamed && (clientSearch || sc.Search[srv]) {
+			searched = append(searched, t)
+			if !sc.Found[t] {
+				continue
+			}
+		}
+		listed = append(listed, t)
+	}
+	return listed, searched
 }
 
 // splitGatewayTools separates the gateway names (NAME__TOOL) from a list of
