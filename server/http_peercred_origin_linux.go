@@ -2,9 +2,11 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -18,7 +20,7 @@ import (
 // of its own on `serve`, escaping the narrowed one it runs in. So, for a
 // peer whose socket is the server's uid, the process holding that socket
 // (the other end's inode, from /proc/net/tcp) is found among the holders
-// of /proc/*/fd, and the connection is refused when a holder is this
+// of /proc/*/fd, and the connection is refused when the holder is this
 // server itself (its egress proxy dials for its sandboxes), one of its
 // descendants (PPid in /proc/<pid>/stat), or lives in a user or pid
 // namespace one of its descendants lives in (its sandboxes'). A socket
@@ -119,30 +121,34 @@ func (o *peerOrigin) search(target string) (string, procID, error) {
 			return o.ownWhy(pid, procs[pid]), procID{}, nil
 		}
 	}
-	var allowed procID
-	var found bool
+	// Then the others, the most recently started first (a new client
+	// process, like curl, is found at once), up to the first holder: a
+	// second holder of the same socket outside the server's tree would
+	// need the socket passed out of it, to a process outside that
+	// accepts it.
+	others := make([]int, 0, len(procs))
+	for pid := range procs {
+		if !desc[pid] {
+			others = append(others, pid)
+		}
+	}
+	slices.SortFunc(others, func(a, b int) int { return cmp.Compare(procs[b].start, procs[a].start) })
 	var ours map[string]bool // the namespaces of its descendants, when needed
-	for pid, e := range procs {
-		if desc[pid] {
+	for _, pid := range others {
+		if held, _ := o.holds(pid, target); !held {
 			continue
 		}
-		held, _ := o.holds(pid, target)
-		if !held {
-			continue
-		}
-		if inSandbox, err := o.inOwnNamespace(pid, desc, &ours); err != nil {
+		e := procs[pid]
+		inSandbox, err := o.inOwnNamespace(pid, desc, &ours)
+		if err != nil {
 			return "", procID{}, err
-		} else if inSandbox {
+		}
+		if inSandbox {
 			return fmt.Sprintf("held by pid %d (%s), in a sandbox of this server", pid, e.comm), procID{}, nil
 		}
-		if !found {
-			allowed, found = procID{pid: pid, start: e.start}, true
-		}
+		return "", procID{pid: pid, start: e.start}, nil
 	}
-	if !found {
-		return "", procID{}, errHolderNotFound
-	}
-	return "", allowed, nil
+	return "", procID{}, errHolderNotFound
 }
 
 // ownWhy names a holder that is this server or a descendant of it.
