@@ -4,8 +4,8 @@
 #
 #   docker build -t evener-mcp .
 #
-# Build stage: static binaries (CGO_ENABLED=0: a root server refuses a cgo
-# build, and the final image needs no C library of the build's).
+# Build stage: static binaries (CGO_ENABLED=0: the final image needs no C
+# library of the build's).
 ARG GO_IMAGE=golang:1.26-bookworm
 ARG BASE_IMAGE=debian:bookworm-slim
 FROM ${GO_IMAGE} AS build

@@ -17,7 +17,8 @@ const capsChildEnv = "EVENER_CAPS_CHILD" // value: a 0600 file owned by another 
 // 0600 file, in any thread, and bubblewrap it then starts still gets the
 // capabilities it needs to build a sandbox (execve refills them from the
 // bounding set). Run in a re-executed child: dropping is for the life of
-// the process.
+// the process. With cgo (CGO_ENABLED=1 go test) the child re-executes
+// itself once more to drop (caps_linux.go).
 func TestDropServerCapabilities(t *testing.T) {
 	if os.Getenv(capsChildEnv) != "" {
 		t.Skip("helper process")
@@ -47,11 +48,6 @@ func TestDropServerCapabilities(t *testing.T) {
 	cmd := exec.Command(self, "-test.run=^TestDropServerCapabilitiesChild$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), capsChildEnv+"="+secret, "EVENER_CAPS_BWRAP="+bwrap)
 	out, err := cmd.CombinedOutput()
-	if strings.Contains(string(out), "this build uses cgo") {
-		// The refusal is the contract for a cgo build; the servers are
-		// built without cgo (scripts/run.sh, the integration harness).
-		t.Skip("this test binary uses cgo, and dropping refuses loudly there; run with CGO_ENABLED=0 for the rest")
-	}
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestDropServerCapabilitiesChild") {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
@@ -89,4 +85,39 @@ func TestDropServerCapabilitiesChild(t *testing.T) {
 		t.Fatalf("bwrap after dropping: %v\n%s", err, out)
 	}
 	t.Logf("bwrap child: %s", strings.TrimSpace(string(out)))
+}
+
+// TestDropCapsNoReexecLoop: an image of a cgo build started with
+// dropCapsEnv that still holds the capabilities (here: asked to drop
+// none) refuses to start instead of re-executing again.
+func TestDropCapsNoReexecLoop(t *testing.T) {
+	if os.Getenv(capsChildEnv) != "" {
+		t.Skip("helper process")
+	}
+	if os.Geteuid() != 0 || !cgoBuild {
+		t.Skip("re-execution applies to a cgo build started by root (CGO_ENABLED=1 go test as root)")
+	}
+	self, _ := os.Executable()
+	cmd := exec.Command(self, "-test.run=^TestDropCapsNoReexecLoopChild$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), capsChildEnv+"=loop", dropCapsEnv+"=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestDropCapsNoReexecLoopChild") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if n := strings.Count(string(out), "=== RUN   TestDropCapsNoReexecLoopChild"); n != 1 {
+		t.Fatalf("the child ran %d times, want once (no re-execution):\n%s", n, out)
+	}
+}
+
+func TestDropCapsNoReexecLoopChild(t *testing.T) {
+	if os.Getenv(capsChildEnv) != "loop" {
+		t.Skip("helper process for TestDropCapsNoReexecLoop")
+	}
+	err := DropServerCapabilities()
+	if err == nil || !strings.Contains(err.Error(), "still holding") {
+		t.Fatalf("DropServerCapabilities = %v, want a refusal: still holding the capabilities", err)
+	}
+	if os.Getenv(dropCapsEnv) != "" {
+		t.Errorf("%s still in the environment", dropCapsEnv)
+	}
 }

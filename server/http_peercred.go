@@ -20,7 +20,9 @@ import (
 // listener. `serve` therefore identifies the process at the other end of
 // each TCP connection by the owner of its socket, as the kernel lists it in
 // /proc/net/tcp and /proc/net/tcp6, and serves only the server's own user
-// and root (docs/http.md, "Many agents, one server"). A peer whose socket cannot
+// and root (docs/http.md, "Many agents, one server"), never through a
+// process the server itself started (docs/http.md, "Never its own
+// processes"). A peer whose socket cannot
 // be found (gone, closed before it was looked up, another network
 // namespace) is refused: fail closed.
 
@@ -161,26 +163,37 @@ func unmapAP(ap netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
 
-// peerUIDOf is the owner uid of the socket at the other end of c, when
-// that end is on this host; errPeerUnknown when it is not found.
-func peerUIDOf(c net.Conn) (uint32, error) {
+// peerSocketOf is the socket at the other end of c, when that end is on
+// this host; errPeerUnknown when it is not found.
+func peerSocketOf(c net.Conn) (tcpSocket, error) {
 	l, ok1 := c.LocalAddr().(*net.TCPAddr)
 	r, ok2 := c.RemoteAddr().(*net.TCPAddr)
 	if !ok1 || !ok2 {
-		return 0, fmt.Errorf("not a TCP connection (%T)", c.LocalAddr())
+		return tcpSocket{}, fmt.Errorf("not a TCP connection (%T)", c.LocalAddr())
 	}
-	return lookupPeerUID(l.AddrPort(), r.AddrPort())
+	return lookupPeerSocket(l.AddrPort(), r.AddrPort())
 }
 
-// peerPolicy decides which peers a server serves: its own user and root.
+// The audit rules of a refused peer.
+const (
+	rulePeerUID     = "peer-uid"     // another user's socket, or none found
+	rulePeerProcess = "peer-process" // a process this server started
+)
+
+// peerPolicy decides which peers a server serves: its own user and root,
+// never through a process the server itself started.
 type peerPolicy struct {
 	allowed []uint32
 	// remoteOK: the listener is beyond loopback (a bearer token is
 	// required) and a peer from another host, which has no socket here,
 	// is left to the token.
 	remoteOK bool
-	lookup   func(net.Conn) (uint32, error)
-	refused  func(r *http.Request, why string)
+	lookup   func(net.Conn) (tcpSocket, error)
+	// origin, when set, says why the process holding an allowed peer's
+	// socket must be refused ("" when it need not): one this server
+	// started (http_peercred_origin_linux.go). An error refuses too.
+	origin  func(tcpSocket) (string, error)
+	refused func(r *http.Request, rule, why string)
 }
 
 type peerConnKey struct{}
@@ -190,6 +203,7 @@ type peerConnKey struct{}
 type peerConn struct {
 	c    net.Conn
 	once sync.Once
+	rule string // the audit rule of a refusal
 	why  string // "" when allowed
 }
 
@@ -199,22 +213,35 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, peerConnKey{}, &peerConn{c: c})
 }
 
-func (p *peerPolicy) verdict(c net.Conn) string {
-	uid, err := p.lookup(c)
+// verdict is why c's peer is refused, and under which rule; "" when it
+// is served.
+func (p *peerPolicy) verdict(c net.Conn) (rule, why string) {
+	s, err := p.lookup(c)
 	if err != nil {
 		if errors.Is(err, errPeerUnknown) && p.remoteOK {
 			if r, ok := c.RemoteAddr().(*net.TCPAddr); ok && !r.IP.IsLoopback() {
-				return "" // another host: the bearer token decides
+				return "", "" // another host: the bearer token decides
 			}
 		}
-		return fmt.Sprintf("peer %s: %v", c.RemoteAddr(), err)
+		return rulePeerUID, fmt.Sprintf("peer %s: %v", c.RemoteAddr(), err)
 	}
+	allowed := false
 	for _, a := range p.allowed {
-		if uid == a {
-			return ""
+		allowed = allowed || s.UID == a
+	}
+	if !allowed {
+		return rulePeerUID, fmt.Sprintf("peer %s belongs to uid %d, not this server's user or root", c.RemoteAddr(), s.UID)
+	}
+	if p.origin != nil {
+		why, err := p.origin(s)
+		if err != nil {
+			return rulePeerProcess, fmt.Sprintf("peer %s: %v", c.RemoteAddr(), err)
+		}
+		if why != "" {
+			return rulePeerProcess, fmt.Sprintf("peer %s: %s", c.RemoteAddr(), why)
 		}
 	}
-	return fmt.Sprintf("peer %s belongs to uid %d, not this server's user or root", c.RemoteAddr(), uid)
+	return "", ""
 }
 
 // guard answers 403 to every request whose connection's peer is not
@@ -222,17 +249,21 @@ func (p *peerPolicy) verdict(c net.Conn) string {
 func (p *peerPolicy) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		pc, _ := r.Context().Value(peerConnKey{}).(*peerConn)
-		why := "no connection recorded for this request"
+		rule, why := rulePeerUID, "no connection recorded for this request"
 		if pc != nil {
-			pc.once.Do(func() { pc.why = p.verdict(pc.c) })
-			why = pc.why
+			pc.once.Do(func() { pc.rule, pc.why = p.verdict(pc.c) })
+			rule, why = pc.rule, pc.why
 		}
 		if why != "" {
 			if p.refused != nil {
-				p.refused(r, why)
+				p.refused(r, rule, why)
 			}
 			w.Header().Set("Connection", "close")
-			http.Error(w, "refused: this server serves only the user who started it (and root)", http.StatusForbidden)
+			msg := "refused: this server serves only the user who started it (and root)"
+			if rule == rulePeerProcess {
+				msg = "refused: a process this server started cannot open a session of its own"
+			}
+			http.Error(w, msg, http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -269,10 +300,10 @@ func (l *refusalLog) admit(now time.Time) (bool, int) {
 }
 
 // auditPeerRefused records a request refused for who sent it (the
-// transport's own audit stream, session "serve").
-func auditPeerRefused(a *session.Audit, why string, dropped int) {
+// transport's own audit stream, session "serve"), under rule.
+func auditPeerRefused(a *session.Audit, rule, why string, dropped int) {
 	if dropped > 0 {
 		why = fmt.Sprintf("%s (and %d more refusals not recorded)", why, dropped)
 	}
-	a.Write(session.Record{Tool: "serve", Decision: "refused", Rule: "peer-uid", Command: session.Truncate(why, 300)})
+	a.Write(session.Record{Tool: "serve", Decision: "refused", Rule: rule, Command: session.Truncate(why, 300)})
 }

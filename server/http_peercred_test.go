@@ -277,8 +277,8 @@ func TestPeerGuard(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			refused := 0
 			p := &peerPolicy{allowed: []uint32{1000, 0}, remoteOK: c.remoteOK,
-				lookup:  func(net.Conn) (uint32, error) { return c.uid, c.err },
-				refused: func(*http.Request, string) { refused++ }}
+				lookup:  func(net.Conn) (tcpSocket, error) { return tcpSocket{UID: c.uid}, c.err },
+				refused: func(*http.Request, string, string) { refused++ }}
 			h := p.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
 			r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 			ra, _ := net.ResolveTCPAddr("tcp", c.remote)
@@ -294,7 +294,7 @@ func TestPeerGuard(t *testing.T) {
 		})
 	}
 	// A request with no recorded connection is refused.
-	p := &peerPolicy{allowed: []uint32{0}, lookup: func(net.Conn) (uint32, error) { return 0, nil }}
+	p := &peerPolicy{allowed: []uint32{0}, lookup: func(net.Conn) (tcpSocket, error) { return tcpSocket{}, nil }}
 	w := httptest.NewRecorder()
 	p.guard(http.NotFoundHandler()).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/healthz", nil))
 	if w.Code != http.StatusForbidden {
@@ -380,4 +380,10 @@ func TestNoBrowser(t *testing.T) {
 			t.Errorf("listener %v: %s: %q: %d, want %d", c.local, c.hdr, c.val, w.Code, c.want)
 		}
 	}
+}
+
+// peerUIDOf is the owner uid of the socket at the other end of c.
+func peerUIDOf(c net.Conn) (uint32, error) {
+	s, err := peerSocketOf(c)
+	return s.UID, err
 }

@@ -298,16 +298,22 @@ func (t *httpTransport) handler(ho HTTPOptions, store *persistStore) http.Handle
 }
 
 // peerGuard serves only the server's own user and root (loopback is not an
-// identity); a bearer token, when set, is required on top.
+// identity), never through a process the server started; a bearer token,
+// when set, is required on top.
 func (t *httpTransport) peerGuard(ho HTTPOptions, audit *session.Audit, next http.Handler) http.Handler {
 	rlog := &refusalLog{burst: 60}
 	peers := &peerPolicy{
 		allowed:  []uint32{uint32(os.Geteuid()), 0},
 		remoteOK: !IsLoopback(ho.Listen),
-		lookup:   peerUIDOf,
-		refused: func(_ *http.Request, why string) {
+		lookup:   peerSocketOf,
+		origin:   newPeerOrigin(),
+		refused: func(_ *http.Request, rule, why string) {
 			if ok, dropped := rlog.admit(time.Now()); ok {
-				auditPeerRefused(audit, why, dropped)
+				auditPeerRefused(audit, rule, why, dropped)
+			}
+			if rule == rulePeerProcess {
+				t.h.warnOnce("refused a connection from a process this server started (403; each refusal is in the audit log)")
+				return
 			}
 			t.h.warnOnce("refused a connection from a process that is not this server's user or root (403; each refusal is in the audit log)")
 		},

@@ -41,8 +41,22 @@ func run(args []string) int {
 		fmt.Println(cli.Version())
 		return 0
 	}
-	// Started by root: give up the file capabilities first (issue 13; the
-	// server binary, exec'd below, drops them again for itself).
+	if sub == "" || sub == "serve" {
+		// The MCP server is a binary of its own beside this one; it
+		// takes over this process (same pid, same stdio) and drops the
+		// file capabilities for itself, which this process, started by
+		// root, prepares (docs/security.md).
+		env, err := confine.DropBeforeExec()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "evener-mcp: refusing to start:", err)
+			return cli.ExitRefused
+		}
+		if sub == "serve" {
+			args = append([]string{"serve"}, args...)
+		}
+		return execServer(args, env)
+	}
+	// Started by root: give up the file capabilities first (docs/security.md).
 	if err := confine.DropServerCapabilities(); err != nil {
 		fmt.Fprintln(os.Stderr, "evener-mcp: refusing to start:", err)
 		return cli.ExitRefused
@@ -55,12 +69,6 @@ func run(args []string) int {
 		return runProbe(args)
 	case "gateway":
 		return runGateway(args)
-	case "":
-		// The MCP server is a binary of its own beside this one; it
-		// takes over this process (same pid, same stdio).
-		return execServer(args)
-	case "serve":
-		return execServer(append([]string{"serve"}, args...))
 	case "help", "-h", "--help":
 		usage()
 		return 0

@@ -16,7 +16,9 @@ import (
 // MCP modes to the server with execve (same process, same stdio).
 const ServerBinary = "evener-mcp-server"
 
-func execServer(args []string) int {
+// execServer execs the server binary with args, its environment being this
+// one plus extraEnv (what DropBeforeExec returned).
+func execServer(args, extraEnv []string) int {
 	self, err := os.Executable()
 	if err == nil {
 		self, err = filepath.EvalSymlinks(self)
@@ -26,7 +28,8 @@ func execServer(args []string) int {
 		return cli.ExitUsage
 	}
 	path := filepath.Join(filepath.Dir(self), ServerBinary)
-	if err := syscall.Exec(path, append([]string{path}, args...), os.Environ()); err != nil {
+	env := append(os.Environ(), extraEnv...)
+	if err := syscall.Exec(path, append([]string{path}, args...), env); err != nil {
 		fmt.Fprintf(os.Stderr, "evener-mcp: the MCP server %s must be installed beside evener-mcp (scripts/run.sh builds both): %v\n", path, err)
 		return cli.ExitUsage
 	}
