@@ -401,6 +401,9 @@ func (p *Policy) StartupLine() string {
 	if pl := p.ProcessLimit(); pl != "" {
 		line += "; process limit: " + pl
 	}
+	if sl := p.SecondLayer(); sl != "" {
+		line += "; second layer: " + sl
+	}
 	return line
 }
 
