@@ -20,9 +20,12 @@ import (
 
 // Test hooks, set only by this package's tests before any spawn:
 // widenPlanForTest changes the mount plan after the Landlock rules were
-// derived (a mount-plan bug), landlockOffForTest leaves the layer out.
+// derived (a mount-plan bug), widenArgsForTest bubblewrap's namespace
+// options (a dropped --unshare-net or --unshare-pid), landlockOffForTest
+// leaves the layer out.
 var (
 	widenPlanForTest   func(MountPlan) MountPlan
+	widenArgsForTest   func([]string) []string
 	landlockOffForTest bool
 )
 
@@ -57,6 +60,13 @@ func (s *Launcher) landlockWrap(p *Policy, l Layout, plan MountPlan, cmdArgs []s
 	}
 	cmdArgs = append([]string{relayExe, LandlockSubcommand, "--"}, cmdArgs...)
 	return widenIfTest(plan), cmdArgs, r.Encode(), nil
+}
+
+func widenArgsIfTest(args []string) []string {
+	if widenArgsForTest != nil {
+		return widenArgsForTest(args)
+	}
+	return args
 }
 
 func widenIfTest(plan MountPlan) MountPlan {

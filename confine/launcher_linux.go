@@ -150,6 +150,7 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 		args = append(args, "--unshare-net")
 	}
 	args = append(args, plan.Args()...)
+	args = widenArgsIfTest(args)
 	args = append(args, "--chdir", dir, "--")
 	optsEnd := len(args) - 1 // bwrap's "--"
 	args = append(args, cmdArgs...)
