@@ -219,7 +219,7 @@ func (p *Policy) SecondLayerDetail() []string {
 		reads = "file reads only beneath the system roots, the write roots, the scratch, the hook dirs, /dev, /proc and /tmp; directories listable anywhere"
 	}
 	d := []string{
-		"files: writes only beneath the write roots, the scratch, runner state, the private /tmp and /dev/shm, and /dev/{null,zero,full,random,urandom,tty,pts}",
+		"files: writes only beneath the write roots, the scratch, runner state, cache overlays, git metadata bound writable, the private /tmp and /dev/shm, /dev/{null,zero,full,random,urandom,tty,pts} and procfs (as its mount lets)",
 		"files: " + reads,
 	}
 	if abi < 3 {
