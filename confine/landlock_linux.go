@@ -135,6 +135,11 @@ func RunLandlock(args []string) int {
 		fmt.Fprintln(os.Stderr, "evener-mcp landlock: no command")
 		return 125
 	}
+	if _, ok := os.LookupEnv(LandlockEnv); !ok {
+		// The helper runs only in front of a command the layer binds.
+		fmt.Fprintln(os.Stderr, "evener-mcp: the sandbox's Landlock layer could not be applied: no rules")
+		return 125
+	}
 	runtime.LockOSThread() // the ruleset binds this thread, which execs
 	if code := landlockSelf(); code != 0 {
 		return code
