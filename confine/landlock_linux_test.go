@@ -280,3 +280,44 @@ func TestLandlockRulesFromPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestSecondLayerReport: a kernel without Landlock or with ABI 1 is
+// reported as such (probe) and the startup line claims nothing; each
+// guarantee is named with the ABI that carries it.
+func TestSecondLayerReport(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range []struct {
+		abi         int
+		layer, line string
+		holds       []string
+	}{
+		{0, "none (this kernel has no Landlock", "", nil},
+		{1, "none (landlock ABI 1 is too old", "", nil},
+		{3, "landlock ABI 3", "; second layer: landlock ABI 3", []string{"tcp: not covered", "scopes: not covered"}},
+		{5, "landlock ABI 5", "; second layer: landlock ABI 5", []string{"tcp: connect only", "scopes: not covered"}},
+		{7, "landlock ABI 7", "; second layer: landlock ABI 7", []string{"tcp: connect only", "scopes: abstract Unix sockets and signals"}},
+	} {
+		h := usableHost
+		h.Landlock = c.abi
+		p := f.resolve(t, ModeWorkspaceWrite, NetworkOff, h)
+		if !strings.HasPrefix(p.SecondLayer(), c.layer) {
+			t.Errorf("ABI %d: second layer %q, want %q...", c.abi, p.SecondLayer(), c.layer)
+		}
+		if line := p.StartupLine(); (c.line == "") == strings.Contains(line, "second layer") || (c.line != "" && !strings.HasSuffix(line, c.line)) {
+			t.Errorf("ABI %d: startup line %q", c.abi, line)
+		}
+		d := strings.Join(p.SecondLayerDetail(), "\n")
+		for _, h := range c.holds {
+			if !strings.Contains(d, h) {
+				t.Errorf("ABI %d: detail lacks %q:\n%s", c.abi, h, d)
+			}
+		}
+		if c.holds == nil && d != "" {
+			t.Errorf("ABI %d: detail %q with no layer", c.abi, d)
+		}
+	}
+	off := f.resolve(t, ModeOff, NetworkOff, usableHost)
+	if off.SecondLayer() != "" {
+		t.Errorf("mode off: second layer %q", off.SecondLayer())
+	}
+}
