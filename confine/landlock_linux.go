@@ -48,7 +48,9 @@ func (s *Launcher) landlockWrap(p *Policy, l Layout, plan MountPlan, cmdArgs []s
 	if len(cmdArgs) > 1 && cmdArgs[0] == relayExe && cmdArgs[1] == RelaySubcommand {
 		return widenIfTest(plan), cmdArgs, r.Encode(), nil
 	}
+	helper := relayExe // bound already with the network on
 	if l.Egress == nil {
+		helper = landlockExe
 		exe, err := landlockHelper()
 		if err != nil {
 			return nil, nil, "", fmt.Errorf("%w: %v", ErrSandboxSetup, err)
@@ -56,9 +58,9 @@ func (s *Launcher) landlockWrap(p *Policy, l Layout, plan MountPlan, cmdArgs []s
 		if k, _ := lstatKind(exe); k != PathFile {
 			return nil, nil, "", fmt.Errorf("%w: the Landlock helper %s is missing or not what it was", ErrUnsafeLayout, exe)
 		}
-		plan = append(plan, Mount{Kind: MountROBind, Src: exe, Dst: relayExe, Why: "second layer: the Landlock helper (this binary)"})
+		plan = append(plan, Mount{Kind: MountROBind, Src: exe, Dst: landlockExe, Why: "second layer: the Landlock helper (this binary)"})
 	}
-	cmdArgs = append([]string{relayExe, LandlockSubcommand, "--"}, cmdArgs...)
+	cmdArgs = append([]string{helper, LandlockSubcommand, "--"}, cmdArgs...)
 	return widenIfTest(plan), cmdArgs, r.Encode(), nil
 }
 
@@ -90,6 +92,10 @@ func withLandlockEnv(env []string, spec string) []string {
 	}
 	return out
 }
+
+// landlockExe is where the helper is bound in a sandbox with no egress
+// relay (which would carry it).
+const landlockExe = "/tmp/.evener-landlock/evener-mcp"
 
 var landlockHelperOnce struct {
 	sync.Once // guards exe and err, set once
