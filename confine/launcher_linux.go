@@ -132,7 +132,10 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 			over[k] = v
 		}
 	}
-	plan := Plan(p, l)
+	plan, cmdArgs, landlock, err := s.landlockWrap(p, l, Plan(p, l), cmdArgs, network)
+	if err != nil {
+		return nil, err
+	}
 	args := []string{"bwrap",
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--disable-userns", "--assert-userns-disabled", "--die-with-parent",
@@ -154,10 +157,11 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 		args = append(args, "--unshare-net")
 	}
 	args = append(args, plan.Args()...)
+	args = widenArgsIfTest(args)
 	args = append(args, "--chdir", dir, "--")
 	optsEnd := len(args) - 1 // bwrap's "--"
 	args = append(args, cmdArgs...)
-	env := EnvFloor(p.env, s.envPass, p.Mode(), over, grantedRoots(p))
+	env := withLandlockEnv(EnvFloor(p.env, s.envPass, p.Mode(), over, grantedRoots(p)), landlock)
 	path := p.host.Bwrap
 	var optsAt [2]int
 	if lb != nil {

@@ -401,6 +401,10 @@ func (p *Policy) StartupLine() string {
 	if pl := p.ProcessLimit(); pl != "" {
 		line += "; process limit: " + pl
 	}
+	if sl := p.SecondLayer(); strings.HasPrefix(sl, "landlock") {
+		// Only a layer that holds; `probe` says why none does.
+		line += "; second layer: " + sl
+	}
 	return line
 }
 

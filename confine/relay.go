@@ -111,6 +111,8 @@ func RunHidden(sub string, args []string) (code int, ok bool) {
 		return RunConnect(args), true
 	case LoopbackSubcommand:
 		return RunLoopbackHold(args), true
+	case LandlockSubcommand:
+		return RunLandlock(args), true
 	}
 	return 0, false
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"syscall"
 
@@ -26,6 +27,12 @@ func RunRelay(args []string) int {
 		return 125
 	}
 	if code := listenRelays(relayHTTPSock, relaySOCKSSock); code != 0 {
+		return code
+	}
+	// The sandbox's Landlock layer (landlock_linux.go) binds this thread,
+	// which starts the command: the relay's other threads stay as they are.
+	runtime.LockOSThread()
+	if code := landlockSelf(); code != 0 {
 		return code
 	}
 	cmd := exec.Command(args[0], args[1:]...)

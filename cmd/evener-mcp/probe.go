@@ -68,6 +68,9 @@ func runProbe(args []string) int {
 		"bwrap_argv":     argv,
 		"seccomp_denied": confine.SeccompDenied(),
 	}
+	if sl := pol.SecondLayer(); sl != "" {
+		report["second_layer"] = map[string]any{"summary": sl, "holds": pol.SecondLayerDetail()}
+	}
 	if eplan != nil {
 		report["egress"] = map[string]any{
 			"relay": eplan.Relay, "http_proxy": eplan.HTTPProxy, "socks_proxy": eplan.SOCKSProxy,
@@ -87,6 +90,12 @@ func runProbe(args []string) int {
 			pl = h.ProcessLimit
 		}
 		fmt.Printf("landlock: ABI %d   seccomp: %v   running as root: %v   process limit: %s\n", h.Landlock, h.Seccomp, h.RunAsRoot, pl)
+		if sl := pol.SecondLayer(); sl != "" {
+			fmt.Printf("second layer: %s\n", sl)
+			for _, d := range pol.SecondLayerDetail() {
+				fmt.Printf("  %s\n", d)
+			}
+		}
 		fmt.Printf("policy:   %s, network %s, cache %s\n", pol.Mode(), pol.Network(), pol.Cache())
 		fmt.Printf("workdir:  %s\n", pol.Workdir())
 		fmt.Printf("writable: %s\n", strings.Join(pol.WriteRoots(), ", "))
