@@ -51,6 +51,10 @@ type LandlockRules struct {
 	// only to TCPPorts (the relay's, with the network on; none with it off).
 	GuardTCP bool
 	TCPPorts []uint16
+	// GuardBind refuses every TCP bind as well (the landlock backend,
+	// whose commands share the host's network: docs/security.md, "The
+	// landlock backend").
+	GuardBind bool
 	// HostNetNS identifies the server's network namespace ("dev:ino" of
 	// /proc/self/ns/net), set by the launcher at spawn.
 	HostNetNS string
@@ -132,6 +136,9 @@ func (r LandlockRules) Encode() string {
 		}
 		b.WriteString(";tcp=" + strings.Join(ports, ","))
 	}
+	if r.GuardBind {
+		b.WriteString(";bind=none")
+	}
 	if r.HostNetNS != "" {
 		b.WriteString(";netns=" + r.HostNetNS)
 	}
@@ -177,6 +184,9 @@ func ParseLandlockRules(s string) (LandlockRules, error) {
 			continue
 		case "netns":
 			r.HostNetNS = v
+			continue
+		case "bind":
+			r.GuardBind = true
 			continue
 		default:
 			return r, fmt.Errorf("landlock rules: unknown field %q", k)

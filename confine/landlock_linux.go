@@ -147,8 +147,18 @@ func RunLandlock(args []string) int {
 		return 125
 	}
 	runtime.LockOSThread() // the ruleset binds this thread, which execs
+	backend, code := landlockBackendPre()
+	if code != 0 {
+		return code
+	}
 	if code := landlockSelf(); code != 0 {
 		return code
+	}
+	if backend != nil {
+		if err := backend.post(); err != nil {
+			fmt.Fprintf(os.Stderr, "evener-mcp: the landlock backend could not confine the command: %v\n", err)
+			return 125
+		}
 	}
 	path := args[0]
 	if !strings.Contains(path, "/") {
@@ -236,6 +246,9 @@ func applyLandlock(r LandlockRules) error {
 	guardTCP := abi >= 4 && r.GuardTCP && r.HostNetNS != "" && netNSID() == r.HostNetNS
 	if guardTCP {
 		attr.Handled_access_net = unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+		if r.GuardBind {
+			attr.Handled_access_net |= unix.LANDLOCK_ACCESS_NET_BIND_TCP
+		}
 	}
 	if abi >= 4 {
 		size = unsafe.Offsetof(attr.Scoped)

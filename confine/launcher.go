@@ -120,6 +120,9 @@ type spawn struct {
 	// (Command.Terminal).
 	terminal bool
 	optsAt   [2]int // Prepared.optsAt
+	// landlock: Prepared.landlock, a session leader killed with its
+	// session (no PID namespace ends with it).
+	landlock bool
 }
 
 // NewLauncher creates the session's scratch directory (mode 0700).
@@ -394,7 +397,12 @@ func (s *Launcher) Run(ctx context.Context, c Command) (res Result, err error) {
 		cmd := &exec.Cmd{Path: pr.Path, Args: pr.Args, Env: pr.Env, Dir: pr.Dir,
 			Stdin: c.Stdin, Stdout: stdout, Stderr: stderr, WaitDelay: 2 * time.Second,
 			SysProcAttr: procAttr(pr.Sandboxed, c.Terminal)}
-		res, err := s.launch(ctx, &spawn{cmd: cmd, sandboxed: pr.Sandboxed, began: began, terminal: c.Terminal, optsAt: pr.optsAt}, c.OnStart)
+		if pr.landlock {
+			// A session of its own, which the backend's seccomp filter
+			// keeps every descendant in (landlock_backend_linux.go).
+			cmd.SysProcAttr = landlockProcAttr(c.Terminal)
+		}
+		res, err := s.launch(ctx, &spawn{cmd: cmd, sandboxed: pr.Sandboxed, began: began, terminal: c.Terminal, optsAt: pr.optsAt, landlock: pr.landlock}, c.OnStart)
 		if sn != nil && sn.retry(res.ExitCode) && err == nil && ctx.Err() == nil && rewind() {
 			continue
 		}
@@ -496,10 +504,12 @@ func (s *Launcher) launch(ctx context.Context, sp *spawn, onStart func()) (Resul
 		res.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
 	}
 	Phase("waited")
-	if sp.terminal && !sp.sandboxed {
+	if sp.terminal && !sp.sandboxed || sp.landlock {
 		// No PID namespace ends with it: what it left in its session
 		// (it led one: procAttr) goes now.
-		killSession(cmd.Process.Pid)
+		for range 3 { // a process may fork while the table is read
+			killSession(cmd.Process.Pid)
+		}
 	}
 	res.Duration = time.Since(start)
 	res.ExitCode = cmd.ProcessState.ExitCode()

@@ -38,6 +38,10 @@ type osBackend struct {
 	// holder's user namespace (StartSpawner; loopback_linux.go).
 	sessionNS atomic.Bool
 
+	// llfwd is the landlock backend's loopback forwarder to the egress
+	// bridge (landlock_backend_linux.go); guarded by the launcher's mu.
+	llfwd *llForwarder
+
 	cgMu     sync.Mutex // guards cg, cgErr and cgClosed: the session pids cgroup
 	cg       string     // made on the first root spawn or by StartSpawner
 	cgErr    error      // why it could not be made (not retried)
@@ -72,6 +76,9 @@ func procAttr(sandboxed, terminal bool) *syscall.SysProcAttr {
 // the mount plan, and with the network on the relay in front of the
 // command.
 func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over map[string]string) (*Prepared, error) {
+	if p.Backend() == backendLandlock {
+		return b.prepareLandlock(s, p, c, dir, over)
+	}
 	Phase("inspect")
 	l, err := Inspect(p, s.scratch, dir)
 	if err != nil {
@@ -177,7 +184,7 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 }
 
 // setEgress: the bridge's sockets are bound into each sandbox (prepare).
-func (b *osBackend) setEgress(s *Launcher, eg EgressBridge) error { return nil }
+func (b *osBackend) setEgress(s *Launcher, eg EgressBridge) error { return b.setEgressLandlock(s, eg) }
 
 // start opens the spawn's descriptors (the seccomp program, bwrap's info
 // and block pipes), picks its pids cgroup (root servers) and starts bwrap,
@@ -506,6 +513,7 @@ func (b *osBackend) startSpawner(s *Launcher) {
 }
 
 func (b *osBackend) close(s *Launcher) {
+	b.closeLandlock(s)
 	Phase("close-wait")
 	b.cleanup.Wait()
 	b.spawnerOnce.Do(func() {}) // no spawner may start after Close

@@ -80,4 +80,7 @@ type Prepared struct {
 	// backend passes them through a pipe instead, so the process limit is
 	// set on bubblewrap before it reads them (Linux, loopback_linux.go).
 	optsAt [2]int
+	// landlock: a landlock-backend spawn (landlock_backend_linux.go), a
+	// plain process that leads a session of its own, killed with it.
+	landlock bool
 }

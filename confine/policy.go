@@ -150,6 +150,9 @@ type Spec struct {
 	// StateRW are runner state directories, writable in every sandboxed
 	// mode; absolute.
 	StateRW []string
+	// Backend is the --sandbox-backend request ("" is BackendAuto):
+	// landlock_backend.go picks between native and landlock.
+	Backend Backend
 }
 
 // Policy is the resolved, immutable confinement policy of one server. It is
@@ -169,6 +172,9 @@ type Policy struct {
 	env      []string
 	scratchR string
 	degraded string // why an unset default fell back to off, if it did
+	// fellBack is why the landlock backend runs instead of bubblewrap
+	// when the default picked it (landlock_backend.go), "" otherwise.
+	fellBack string
 	// writesBlocked is the delegate floor's write block under a
 	// restricted server (BlockWrites): restricted's read scope, no
 	// persistent write.
@@ -273,12 +279,8 @@ func Resolve(spec Spec, host HostReport) (*Policy, error) {
 	p.hookGrants = append(p.resolveHookGrants(spec.HookPaths), p.resolveGrantDirs(spec.GrantDirs)...)
 
 	if p.mode != ModeOff {
-		if reason := host.Unusable(); reason != "" {
-			if p.explicit {
-				return nil, fmt.Errorf("%w: --sandbox %s: %s", ErrUnenforceable, p.mode, reason)
-			}
-			p.degraded = reason
-			p.mode = ModeOff
+		if err := p.chooseBackend(spec.Backend); err != nil {
+			return nil, err
 		}
 	}
 	p.setBackend()
@@ -303,9 +305,13 @@ func (p *Policy) checkWorkdir() error {
 
 // setBackend derives the backend and cache strategy from the mode.
 func (p *Policy) setBackend() {
+	landlock := p.backend == backendLandlock
 	p.backend = "bwrap"
 	if p.host.OS == "darwin" {
 		p.backend = "seatbelt" // no overlay there: caches are private
+	}
+	if landlock {
+		p.backend = backendLandlock // no overlay: caches are private
 	}
 	switch {
 	case p.mode == ModeOff:
@@ -313,7 +319,7 @@ func (p *Policy) setBackend() {
 		p.cache = CacheHost
 	case p.mode == ModeReadOnly:
 		p.cache = CacheNone
-	case p.mode == ModeWorkspaceWrite && p.host.Overlay:
+	case p.mode == ModeWorkspaceWrite && p.host.Overlay && !landlock:
 		p.cache = CacheOverlay
 	default:
 		p.cache = CachePrivate
@@ -396,6 +402,9 @@ func (p *Policy) StartupLine() string {
 	mode := string(p.mode)
 	if p.writesBlocked {
 		mode += ", writes blocked"
+	}
+	if p.backend == backendLandlock {
+		return p.landlockStartupLine(mode)
 	}
 	line := fmt.Sprintf("sandbox: %s enforcing %s (%s, secrets masked, cache %s)", p.backend, mode, net, p.cache) + p.protectFacts()
 	if pl := p.ProcessLimit(); pl != "" {

@@ -129,20 +129,30 @@ const (
 	BackendNative  Backend = "native"
 	BackendNone    Backend = "none"
 	BackendMicrovm Backend = "microvm"
+	// BackendAuto (the default): native where it can enforce, else
+	// landlock where the kernel has it (landlock_backend.go).
+	BackendAuto Backend = "auto"
+	// BackendLandlock: no namespaces, Landlock, seccomp and rlimits on a
+	// plain fork/exec (docs/security.md, "The landlock backend").
+	BackendLandlock Backend = "landlock"
 )
 
 // ParseBackend accepts the --sandbox-backend names; "docker", an older
 // spelling, maps to native.
 func ParseBackend(s string) (Backend, error) {
 	switch strings.ToLower(s) {
-	case "", "native", "docker":
+	case "", "auto":
+		return BackendAuto, nil
+	case "native", "docker":
 		return BackendNative, nil
+	case "landlock":
+		return BackendLandlock, nil
 	case "none":
 		return BackendNone, nil
 	case "microvm":
 		return BackendMicrovm, nil
 	}
-	return "", fmt.Errorf("unknown sandbox backend %q (want native, none or microvm)", s)
+	return "", fmt.Errorf("unknown sandbox backend %q (want auto, native, landlock, none or microvm)", s)
 }
 
 // CheckBackend refuses an explicit request for a backend this host lacks.
@@ -151,10 +161,14 @@ func ParseBackend(s string) (Backend, error) {
 func (h HostReport) CheckBackend(b Backend) error {
 	switch b {
 	case BackendMicrovm:
-		return fmt.Errorf("%w: backend microvm requested, but this host has no microVM runtime (evener-mcp supports native and none)", ErrUnenforceable)
+		return fmt.Errorf("%w: backend microvm requested, but this host has no microVM runtime (evener-mcp supports native, landlock and none)", ErrUnenforceable)
 	case BackendNative:
 		if r := h.Unusable(); r != "" {
 			return fmt.Errorf("%w: backend native requested: %s", ErrUnenforceable, r)
+		}
+	case BackendLandlock:
+		if r := h.LandlockUnusable(); r != "" {
+			return fmt.Errorf("%w: backend landlock requested: %s", ErrUnenforceable, r)
 		}
 	}
 	return nil
@@ -272,6 +286,8 @@ func (p *Policy) ProcessLimit() string {
 	switch {
 	case p.mode == ModeOff:
 		return "none (sandbox off)"
+	case p.backend == backendLandlock:
+		return "none (the landlock backend has no user namespace or cgroup per session)"
 	case pl == "":
 		return ""
 	case pl == ProcessLimitSessionRlimit:

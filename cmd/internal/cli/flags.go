@@ -42,7 +42,7 @@ func NewFlagSet(name string) *FlagSet {
 	fs.StringVar(&s.F.Workdir, "workdir", "", "the worktree the session works in (default: current directory)")
 	fs.StringVar(&s.F.Sandbox, "sandbox", "", "off, read-only, workspace-write or restricted (default: workspace-write where enforceable, else off with a warning)")
 	fs.StringVar(&s.F.SandboxNet, "sandbox-net", "", "on or off (default on)")
-	fs.StringVar(&s.F.Backend, "sandbox-backend", "", "native, none or microvm (default native)")
+	fs.StringVar(&s.F.Backend, "sandbox-backend", "", "auto, native, landlock, none or microvm (default auto: native, else landlock where bubblewrap cannot create a user namespace)")
 	fs.Var((*listFlag)(&s.F.AllowDomains), "allow-domain", "allowlist pattern for egress (repeatable)")
 	fs.Var((*listFlag)(&s.F.AddDirs), "add-dir", "extra writable root (repeatable)")
 	fs.StringVar(&s.F.Tools, "tools", "", "comma list limiting the published tools")
@@ -150,6 +150,7 @@ func (s *FlagSet) Resolve(depth func(*config.Config) confine.ProbeDepth) (*confi
 			return cfg, nil, ExitRefused
 		}
 	}
+	cfg.Spec.Backend = cfg.Backend
 	pol, err := confine.Resolve(cfg.Spec, host)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "evener-mcp: refusing to start: %v\n", err)
