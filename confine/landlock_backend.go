@@ -63,7 +63,9 @@ func (p *Policy) chooseBackend(b Backend) error {
 			p.backend, p.fellBack = backendLandlock, reason
 			return nil
 		}
-		reason += "; nor can the landlock backend: " + ll
+		if p.explicit {
+			reason += "; nor can the landlock backend: " + ll
+		}
 	}
 	if p.explicit {
 		return fmt.Errorf("%w: --sandbox %s: %s", ErrUnenforceable, p.mode, reason)
@@ -71,6 +73,18 @@ func (p *Policy) chooseBackend(b Backend) error {
 	p.degraded = reason
 	p.mode = ModeOff
 	return nil
+}
+
+// landlockAlsoUnusable is the off line's account of why the default did
+// not fall back to the landlock backend ("" when that does not apply).
+func (p *Policy) landlockAlsoUnusable() string {
+	if p.degraded == "" || p.host.OS != "linux" {
+		return ""
+	}
+	if ll := p.host.LandlockUnusable(); ll != "" {
+		return "; nor can the landlock backend: " + ll
+	}
+	return ""
 }
 
 // FellBack is why the default chose the landlock backend instead of
@@ -106,6 +120,7 @@ func (p *Policy) LandlockGaps() []string {
 		"no mount masking (a secret is kept out only by not granting the tree it is in)",
 		"no private /tmp (TMPDIR is the session scratch; /tmp is not writable)",
 		"no per-session process limit",
+		"no loopback of its own (TCP bind refused: a server inside the command cannot listen)",
 	}
 	if p.host.Landlock < 6 {
 		g = append(g, fmt.Sprintf("signals to the user's other processes not scoped (landlock ABI %d < 6)", p.host.Landlock))

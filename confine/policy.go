@@ -390,7 +390,7 @@ func (p *Policy) Degraded() string { return p.degraded }
 func (p *Policy) StartupLine() string {
 	if p.mode == ModeOff {
 		if p.degraded != "" {
-			return "sandbox: NOT ENFORCING (off): no usable backend on this host: " + p.degraded +
+			return "sandbox: NOT ENFORCING (off): no usable backend on this host: " + p.degraded + p.landlockAlsoUnusable() +
 				"; commands run with your full user access (pass --sandbox MODE to refuse instead)" + p.offProtectFact()
 		}
 		return "sandbox: off (requested): commands run with your full user access" + p.offProtectFact()

@@ -54,6 +54,9 @@ func Preamble(ctx context.Context, sess *confine.Launcher, allowDomains []string
 			mode += " with writes blocked"
 		}
 		fmt.Fprintf(&b, "- sandbox: %s, enforced by %s for every command; the file tools apply the same boundary.\n", mode, p.Backend())
+		if gaps := p.LandlockGaps(); len(gaps) > 0 {
+			fmt.Fprintf(&b, "- weaker backend (landlock: no namespaces): NOT given: %s.\n", strings.Join(gaps, "; "))
+		}
 		switch p.Network() {
 		case confine.NetworkOff:
 			fmt.Fprintf(&b, "- network: off. Commands have no network at all, loopback included.\n")

@@ -71,6 +71,14 @@ func runProbe(args []string) int {
 	if sl := pol.SecondLayer(); sl != "" {
 		report["second_layer"] = map[string]any{"summary": sl, "holds": pol.SecondLayerDetail()}
 	}
+	guarantees := confine.BackendGuarantees(pol.Host())
+	if len(guarantees) > 0 {
+		report["backends"] = guarantees
+	}
+	if gaps := pol.LandlockGaps(); len(gaps) > 0 {
+		report["backend_not_given"] = gaps
+		report["backend_chosen_because"] = pol.FellBack()
+	}
 	if eplan != nil {
 		report["egress"] = map[string]any{
 			"relay": eplan.Relay, "http_proxy": eplan.HTTPProxy, "socks_proxy": eplan.SOCKSProxy,
@@ -96,7 +104,8 @@ func runProbe(args []string) int {
 				fmt.Printf("  %s\n", d)
 			}
 		}
-		fmt.Printf("policy:   %s, network %s, cache %s\n", pol.Mode(), pol.Network(), pol.Cache())
+		printGuarantees(pol, guarantees)
+		fmt.Printf("policy:   %s, network %s, cache %s, backend %s\n", pol.Mode(), pol.Network(), pol.Cache(), pol.Backend())
 		fmt.Printf("workdir:  %s\n", pol.Workdir())
 		fmt.Printf("writable: %s\n", strings.Join(pol.WriteRoots(), ", "))
 		fmt.Printf("denylist: %d paths\n", len(pol.Denylist()))
@@ -113,6 +122,35 @@ func runProbe(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// printGuarantees prints, per Linux backend, which guarantee holds here
+// and by which mechanism, and what the chosen landlock backend does not
+// give (docs/security.md, "The landlock backend").
+func printGuarantees(pol *confine.Policy, g map[confine.Backend][]confine.Guarantee) {
+	for _, b := range []confine.Backend{confine.BackendNative, confine.BackendLandlock} {
+		rows, ok := g[b]
+		if !ok {
+			continue
+		}
+		fmt.Printf("backend %s:\n", b)
+		for _, r := range rows {
+			if r.Mechanism != "" {
+				fmt.Printf("  holds    %-62s by %s\n", r.What, r.Mechanism)
+			} else {
+				fmt.Printf("  NOT HELD %-62s (%s)\n", r.What, r.Why)
+			}
+		}
+	}
+	if gaps := pol.LandlockGaps(); len(gaps) > 0 {
+		if why := pol.FellBack(); why != "" {
+			fmt.Printf("backend:  landlock, chosen because %s\n", why)
+		}
+		fmt.Printf("not given by the landlock backend:\n")
+		for _, gp := range gaps {
+			fmt.Printf("  %s\n", gp)
+		}
+	}
 }
 
 // prepareProbe prepares a trivial command as a real one would be prepared,
