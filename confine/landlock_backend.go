@@ -46,7 +46,7 @@ func (h HostReport) LandlockUnusable() string {
 // mode is refused and an unset one degrades to off.
 func (p *Policy) chooseBackend(b Backend) error {
 	if b == BackendLandlock {
-		if r := p.host.LandlockUnusable(); r != "" {
+		if r := p.landlockUnusable(); r != "" {
 			return fmt.Errorf("%w: --sandbox-backend landlock: %s", ErrUnenforceable, r)
 		}
 		p.backend = backendLandlock
@@ -58,7 +58,7 @@ func (p *Policy) chooseBackend(b Backend) error {
 	}
 	auto := b == "" || b == BackendAuto
 	if auto && p.host.OS == "linux" {
-		ll := p.host.LandlockUnusable()
+		ll := p.landlockUnusable()
 		if ll == "" {
 			p.backend, p.fellBack = backendLandlock, reason
 			return nil
@@ -66,6 +66,7 @@ func (p *Policy) chooseBackend(b Backend) error {
 		if p.explicit {
 			reason += "; nor can the landlock backend: " + ll
 		}
+		p.noLandlock = ll
 	}
 	if p.explicit {
 		return fmt.Errorf("%w: --sandbox %s: %s", ErrUnenforceable, p.mode, reason)
@@ -75,16 +76,30 @@ func (p *Policy) chooseBackend(b Backend) error {
 	return nil
 }
 
+// landlockUnusable is why the landlock backend cannot enforce p here:
+// the host's reason, or a protected path inside a write root (Landlock
+// cannot take a right away beneath a granted tree, and there is no mount
+// to pin it read-only).
+func (p *Policy) landlockUnusable() string {
+	if r := p.host.LandlockUnusable(); r != "" {
+		return r
+	}
+	roots := p.WriteRoots()
+	for _, pp := range p.protect {
+		if underAny(pp.real, roots) || underAny(pp.lit, roots) {
+			return "a protected path lies inside a write root: only the native backend's read-only mounts keep it so (Landlock cannot take a right away beneath a granted tree)"
+		}
+	}
+	return ""
+}
+
 // landlockAlsoUnusable is the off line's account of why the default did
 // not fall back to the landlock backend ("" when that does not apply).
 func (p *Policy) landlockAlsoUnusable() string {
-	if p.degraded == "" || p.host.OS != "linux" {
+	if p.degraded == "" || p.noLandlock == "" {
 		return ""
 	}
-	if ll := p.host.LandlockUnusable(); ll != "" {
-		return "; nor can the landlock backend: " + ll
-	}
-	return ""
+	return "; nor can the landlock backend: " + p.noLandlock
 }
 
 // FellBack is why the default chose the landlock backend instead of
@@ -121,6 +136,7 @@ func (p *Policy) LandlockGaps() []string {
 		"no private /tmp (TMPDIR is the session scratch; /tmp is not writable)",
 		"no per-session process limit",
 		"no loopback of its own (TCP bind refused: a server inside the command cannot listen)",
+		"git metadata (.git/config, hooks, commondir, gitdir) not pinned read-only: the server sets aside what a command changed there and puts the recorded one back when it ends (not the kernel; a git run meanwhile sees the change)",
 	}
 	if p.host.Landlock < 6 {
 		g = append(g, fmt.Sprintf("signals to the user's other processes not scoped (landlock ABI %d < 6)", p.host.Landlock))
@@ -165,6 +181,8 @@ func BackendGuarantees(h HostReport) map[Backend][]Guarantee {
 		hold("host processes hidden", "namespace"),
 		hold("host processes cannot be signalled or traced", "namespace"),
 		hold("private /tmp", "mount"),
+		hold("git metadata (.git/config, hooks) read-only", "mount"),
+		hold("protected paths read-only", "mount"),
 		hold("dangerous system calls refused", "seccomp"),
 		hold("file size, memory and descriptor limits", "rlimit"),
 	}
@@ -201,6 +219,8 @@ func BackendGuarantees(h HostReport) map[Backend][]Guarantee {
 	}
 	ll = append(ll,
 		not("private /tmp", "no mount namespace: TMPDIR is the session scratch"),
+		not("git metadata (.git/config, hooks) read-only", "no mount to pin it: the server puts back what a command changed when it ends"),
+		hold("protected paths read-only", "landlock (never granted a write; one inside a write root refuses this backend)"),
 		hold("dangerous system calls refused; System V IPC refused", "seccomp"),
 		hold("file size, memory and descriptor limits", "rlimit"),
 		not("process count per session", "no user namespace or cgroup for this backend"),

@@ -3,6 +3,7 @@ package confine
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -132,7 +133,11 @@ func (b *osBackend) prepareLandlock(s *Launcher, p *Policy, c Command, dir strin
 	env = withLandlockEnv(env, r.Encode())
 	env = append(env, LandlockBackendEnv+"="+extra)
 	args := append([]string{exe, LandlockSubcommand, "--"}, c.Args...)
-	return &Prepared{Path: exe, Args: args, Env: env, Dir: dir, landlock: true}, nil
+	pr := &Prepared{Path: exe, Args: args, Env: env, Dir: dir, landlock: true}
+	if gg := newSurfaceGuard(p, l, s.scratch); gg != nil {
+		pr.after = gg.restore
+	}
+	return pr, nil
 }
 
 // landlockBackendDev are the device files a landlock-backend command may
@@ -141,7 +146,7 @@ var landlockBackendDev = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/r
 
 // landlockReadSet is what a landlock-backend spawn may read under p:
 // restricted mode's roots, or (other modes) the system roots, the home,
-// the worktree, the extra roots, the hook and grant directories and /sys;
+// the worktree, the extra roots, the hook and grant directories, /proc;
 // each granted whole unless a denied path lies beneath it, in which case
 // its entries are granted one by one (recursively), the denied ones
 // never. A symlink among them is granted as its target only when the
@@ -166,7 +171,7 @@ func landlockReadSet(p *Policy, l Layout, scratchParent string) ([]string, error
 				roots = append(roots, r)
 			}
 		}
-		roots = append(roots, "/sys", p.Home(), p.Workdir())
+		roots = append(roots, p.Home(), p.Workdir())
 		roots = append(roots, p.AddDirs()...)
 	}
 	roots = append(roots, l.HookDirs...)
@@ -493,4 +498,224 @@ func appendSockFilter(out []byte, r bpf.RawInstruction) []byte {
 // (a terminal's takes its pseudo-terminal as the controlling one).
 func landlockProcAttr(terminal bool) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true, Setctty: terminal}
+}
+
+// The landlock backend has no mount to pin a git directory's code-running
+// surfaces (config, config.worktree, commondir, gitdir, hooks/) read-only
+// inside a writable worktree, and Landlock cannot take a right away
+// beneath a granted tree. So the server guards them itself: it records
+// them before the command and, once the command and its session are gone,
+// sets aside every one that changed and puts the recorded one back. This
+// is the server's doing, not the kernel's (docs/security.md, "The landlock
+// backend"): a git the user runs while the command runs sees what it
+// planted.
+
+// maxSurfaceBytes bounds what is recorded of one surface file.
+const maxSurfaceBytes = 1 << 20
+
+// surfFile is one recorded file (or link, or other entry).
+type surfFile struct {
+	kind   PathKind
+	mode   uint32
+	data   []byte
+	target string
+}
+
+// surfSnap is one surface as recorded: a file, or a directory's entries.
+type surfSnap struct {
+	parent, name string
+	self         surfFile
+	entries      map[string]surfFile // a directory's (hooks/), one level
+}
+
+// surfaceGuard records and restores one spawn's git surfaces.
+type surfaceGuard struct {
+	workdir string
+	anchors []string
+	snaps   []surfSnap
+}
+
+func newSurfaceGuard(p *Policy, l Layout, scratch string) *surfaceGuard {
+	g := &surfaceGuard{workdir: l.Workdir}
+	g.anchors = append(append(append(g.anchors, p.WriteRoots()...), scratch), p.StateRW()...)
+	for _, d := range l.Git {
+		if d.BindWritable {
+			g.anchors = append(g.anchors, d.Dir)
+		}
+	}
+	for _, d := range l.Git {
+		for _, e := range d.Surfaces {
+			s, ok := g.record(filepath.Dir(e.Path), filepath.Base(e.Path))
+			if ok {
+				g.snaps = append(g.snaps, s)
+			}
+		}
+	}
+	if len(g.snaps) == 0 {
+		return nil
+	}
+	return g
+}
+
+// record reads one surface through a held parent; ok false when its
+// parent cannot be held (it is then not guarded: the git sweep's case).
+func (g *surfaceGuard) record(parent, name string) (surfSnap, bool) {
+	s := surfSnap{parent: parent, name: name}
+	hd, err := OpenHeld(parent, g.anchors)
+	if err != nil {
+		return s, false
+	}
+	defer hd.Close()
+	s.self = readSurf(hd, name)
+	if s.self.kind == PathDir {
+		s.entries = map[string]surfFile{}
+		if sub, err := hd.Sub(name); err == nil {
+			for i, n := range dirNames(sub) {
+				if i >= 4096 {
+					break
+				}
+				s.entries[n] = readSurf(sub, n)
+			}
+			sub.Close()
+		}
+	}
+	return s, true
+}
+
+func dirNames(d *HeldDir) []string {
+	fd, err := unix.Openat(d.FD(), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), d.Path())
+	defer f.Close()
+	names, _ := f.Readdirnames(4097)
+	slices.Sort(names)
+	return names
+}
+
+func readSurf(d *HeldDir, name string) surfFile {
+	st, err := d.Stat(name)
+	if err != nil {
+		return surfFile{kind: PathAbsent}
+	}
+	f := surfFile{mode: st.Mode & 0o7777}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		f.kind = PathDir
+	case unix.S_IFLNK:
+		f.kind = PathSymlink
+		buf := make([]byte, 4096)
+		if n, err := unix.Readlinkat(d.FD(), name, buf); err == nil {
+			f.target = string(buf[:n])
+		}
+	case unix.S_IFREG:
+		f.kind = PathFile
+		fd, err := unix.Openat(d.FD(), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		if err == nil {
+			fh := os.NewFile(uintptr(fd), name)
+			buf := make([]byte, maxSurfaceBytes+1)
+			n, _ := io.ReadFull(fh, buf)
+			fh.Close()
+			f.data = buf[:n]
+		}
+	default:
+		f.kind = PathOther
+	}
+	return f
+}
+
+func (a surfFile) equal(b surfFile) bool {
+	return a.kind == b.kind && a.mode == b.mode && a.target == b.target && string(a.data) == string(b.data)
+}
+
+func (a surfSnap) equal(b surfSnap) bool {
+	if !a.self.equal(b.self) || len(a.entries) != len(b.entries) {
+		return false
+	}
+	for n, e := range a.entries {
+		if o, ok := b.entries[n]; !ok || !e.equal(o) {
+			return false
+		}
+	}
+	return true
+}
+
+// restore sets aside every surface that changed and puts the recorded one
+// back; it returns what it did, worktree-relative, for Result.Quarantined.
+func (g *surfaceGuard) restore() []string {
+	var out []string
+	for _, s := range g.snaps {
+		now, ok := g.record(s.parent, s.name)
+		if ok && now.equal(s) {
+			continue
+		}
+		rel, err := filepath.Rel(g.workdir, filepath.Join(s.parent, s.name))
+		if err != nil || strings.HasPrefix(rel, "..") {
+			rel = filepath.Join("<git dir>", s.name)
+		}
+		out = append(out, rel+": "+g.putBack(s, ok && now.self.kind != PathAbsent))
+	}
+	return out
+}
+
+func (g *surfaceGuard) putBack(s surfSnap, present bool) string {
+	hd, err := OpenHeld(s.parent, g.anchors)
+	if err != nil {
+		return "changed by the command (landlock backend: not pinned); its directory could not be held, left as it is"
+	}
+	defer hd.Close()
+	what := "changed by the command (landlock backend: not pinned)"
+	if present {
+		aside := ""
+		for i := 0; i < 100 && aside == ""; i++ {
+			cand := s.name + quarantineSuffix
+			if i > 0 {
+				cand += "." + strconv.Itoa(i)
+			}
+			if err := unix.Renameat2(hd.FD(), s.name, hd.FD(), cand, unix.RENAME_NOREPLACE); err == nil {
+				aside = cand
+			} else if !errors.Is(err, unix.EEXIST) {
+				return what + "; could not be set aside: " + err.Error()
+			}
+		}
+		if aside == "" {
+			return what + "; could not be set aside"
+		}
+		what += "; set aside as " + aside
+	}
+	if err := writeSurf(hd, s.name, s.self); err != nil {
+		return what + "; the recorded one could not be put back: " + err.Error()
+	}
+	if s.self.kind == PathDir {
+		sub, err := hd.Sub(s.name)
+		if err != nil {
+			return what + "; the recorded one could not be put back: " + err.Error()
+		}
+		defer sub.Close()
+		for n, e := range s.entries {
+			if err := writeSurf(sub, n, e); err != nil {
+				return what + "; the recorded one could not be put back whole: " + err.Error()
+			}
+		}
+	}
+	return what + "; the recorded one put back"
+}
+
+func writeSurf(d *HeldDir, name string, f surfFile) error {
+	switch f.kind {
+	case PathFile:
+		if err := d.CreateFile(name, f.data, f.mode); err != nil {
+			return err
+		}
+		return unix.Fchmodat(d.FD(), name, f.mode, 0)
+	case PathDir:
+		if err := d.Mkdir(name, f.mode|0o700); err != nil {
+			return err
+		}
+		return unix.Fchmodat(d.FD(), name, f.mode, 0)
+	case PathSymlink:
+		return unix.Symlinkat(f.target, d.FD(), name)
+	}
+	return nil // absent (or not a file): nothing to put back
 }

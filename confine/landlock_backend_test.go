@@ -180,3 +180,27 @@ func TestBackendGuarantees(t *testing.T) {
 		t.Error("darwin has Linux backends")
 	}
 }
+
+// TestLandlockBackendRefusesProtectedInRoot: a protected path inside a
+// write root cannot be kept read-only without a mount, so the landlock
+// backend is refused for it (explicitly) and not chosen by the default.
+func TestLandlockBackendRefusesProtectedInRoot(t *testing.T) {
+	f := newFixture(t)
+	mustMkdir(t, f.work+"/ci")
+	spec := f.spec(ModeWorkspaceWrite, NetworkOff)
+	spec.Protected = []string{f.work + "/ci"}
+	spec.Backend = BackendLandlock
+	if _, err := Resolve(spec, noUserNSHost(7)); !errors.Is(err, ErrUnenforceable) || !strings.Contains(err.Error(), "protected path") {
+		t.Errorf("explicit landlock with a protected path in the worktree: %v", err)
+	}
+	spec.Backend, spec.Mode, spec.ModeExplicit = "", "", false
+	p, err := Resolve(spec, noUserNSHost(7))
+	if err != nil || p.Mode() != ModeOff || !strings.Contains(p.StartupLine(), "nor can the landlock backend: a protected path") {
+		t.Errorf("auto with a protected path in the worktree: %v %q", err, p.StartupLine())
+	}
+	// Read-only has no write root: the protected path stays unwritable.
+	spec.Mode, spec.ModeExplicit = ModeReadOnly, true
+	if p, err := Resolve(spec, noUserNSHost(7)); err != nil || p.Backend() != "landlock" {
+		t.Errorf("read-only with a protected path: %v", err)
+	}
+}

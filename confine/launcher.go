@@ -123,6 +123,7 @@ type spawn struct {
 	// landlock: Prepared.landlock, a session leader killed with its
 	// session (no PID namespace ends with it).
 	landlock bool
+	after    func() []string // Prepared.after
 }
 
 // NewLauncher creates the session's scratch directory (mode 0700).
@@ -402,7 +403,7 @@ func (s *Launcher) Run(ctx context.Context, c Command) (res Result, err error) {
 			// keeps every descendant in (landlock_backend_linux.go).
 			cmd.SysProcAttr = landlockProcAttr(c.Terminal)
 		}
-		res, err := s.launch(ctx, &spawn{cmd: cmd, sandboxed: pr.Sandboxed, began: began, terminal: c.Terminal, optsAt: pr.optsAt, landlock: pr.landlock}, c.OnStart)
+		res, err := s.launch(ctx, &spawn{cmd: cmd, sandboxed: pr.Sandboxed, began: began, terminal: c.Terminal, optsAt: pr.optsAt, landlock: pr.landlock, after: pr.after}, c.OnStart)
 		if sn != nil && sn.retry(res.ExitCode) && err == nil && ctx.Err() == nil && rewind() {
 			continue
 		}
@@ -510,6 +511,9 @@ func (s *Launcher) launch(ctx context.Context, sp *spawn, onStart func()) (Resul
 		for range 3 { // a process may fork while the table is read
 			killSession(cmd.Process.Pid)
 		}
+	}
+	if sp.after != nil {
+		res.Quarantined = append(res.Quarantined, sp.after()...)
 	}
 	res.Duration = time.Since(start)
 	res.ExitCode = cmd.ProcessState.ExitCode()

@@ -83,4 +83,7 @@ type Prepared struct {
 	// landlock: a landlock-backend spawn (landlock_backend_linux.go), a
 	// plain process that leads a session of its own, killed with it.
 	landlock bool
+	// after, when set, runs once the command and its session are gone;
+	// what it returns joins Result.Quarantined (landlock_backend_linux.go).
+	after func() []string
 }

@@ -175,6 +175,9 @@ type Policy struct {
 	// fellBack is why the landlock backend runs instead of bubblewrap
 	// when the default picked it (landlock_backend.go), "" otherwise.
 	fellBack string
+	// noLandlock is why the default did not fall back to the landlock
+	// backend when it degraded to off, "" otherwise.
+	noLandlock string
 	// writesBlocked is the delegate floor's write block under a
 	// restricted server (BlockWrites): restricted's read scope, no
 	// persistent write.

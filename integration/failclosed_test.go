@@ -85,18 +85,31 @@ func TestFailClosedNoUserNamespaces(t *testing.T) {
 				t.Errorf("bubblewrap's own reason is missing:\n%s", r.stderr)
 			}
 		}
+		// The default falls back to the landlock backend where the kernel
+		// has it (docs/security.md, "The landlock backend"), else to off.
+		landlock := landlockABI() >= 4
 		r := wrap("exec", "--", "/bin/touch", marker)
-		if r.code != 0 || !strings.Contains(startupLine(r), "NOT ENFORCING") || !strings.Contains(startupLine(r), "user namespace") {
-			t.Errorf("unset default must degrade loudly, naming the user namespace:\n%s", r)
+		want := "NOT ENFORCING"
+		if landlock {
+			want = "sandbox: landlock enforcing workspace-write"
+		}
+		if r.code != 0 || !strings.Contains(startupLine(r), want) || !strings.Contains(startupLine(r), "user namespace") {
+			t.Errorf("unset default must say %q, naming the user namespace:\n%s", want, r)
 		}
 		os.Remove(marker)
+		r = wrap("probe", "--sandbox", "restricted", "--sandbox-backend", "native")
+		if r.code != 125 || !strings.Contains(r.stderr, "backend native requested") {
+			t.Errorf("probe with an explicit native backend on a broken host: %s", r)
+		}
 		r = wrap("probe", "--sandbox", "restricted")
-		if r.code != 125 || !strings.Contains(r.stderr, "--sandbox restricted") {
+		if landlock && (r.code != 0 || !strings.Contains(r.stderr, "sandbox: landlock enforcing restricted")) ||
+			!landlock && (r.code != 125 || !strings.Contains(r.stderr, "--sandbox restricted")) {
 			t.Errorf("probe with an explicit mode on a broken host: %s", r)
 		}
 		r = wrap("probe")
-		if r.code != 1 || !strings.Contains(r.stderr, "NOT ENFORCING") {
-			t.Errorf("probe with the unset default on a broken host must exit 1 and say so: %s", r)
+		if landlock && (r.code != 0 || !strings.Contains(r.stderr, "sandbox: landlock enforcing")) ||
+			!landlock && (r.code != 1 || !strings.Contains(r.stderr, "NOT ENFORCING")) {
+			t.Errorf("probe with the unset default on a broken host must say which backend holds, or exit 1: %s", r)
 		}
 	})
 }

@@ -108,6 +108,37 @@ echo DONE`, e.sibling, srv.port)
 			}
 		}
 
+		// Git metadata is not pinned by a mount: what a command changed
+		// there is set aside and the recorded one put back when it ends.
+		git := func(args ...string) {
+			t.Helper()
+			// As the identity, unconfined: the fixture's own set-up.
+			r := e.run(t, append([]string{"exec", "--sandbox", "off", "--", "git", "-c", "user.email=t@t", "-c", "user.name=t"}, args...)...)
+			if r.code != 0 {
+				t.Fatalf("git %v:\n%s", args, r)
+			}
+		}
+		git("init", "-q")
+		git("commit", "-q", "--allow-empty", "-m", "init")
+		cfgBefore, _ := os.ReadFile(filepath.Join(e.work, ".git", "config"))
+		r = e.run(t, "exec", "--sandbox-net", "off", "--", "/bin/sh", "-c",
+			`printf '[core]\n\tfsmonitor = touch planted\n' >> .git/config && echo > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo PLANTED;
+git -c user.email=t@t -c user.name=t commit -q --allow-empty -m two && echo COMMITTED`)
+		if !strings.Contains(r.stdout, "COMMITTED") {
+			t.Errorf("a commit under the landlock backend:\n%s", r)
+		}
+		if cfg, _ := os.ReadFile(filepath.Join(e.work, ".git", "config")); string(cfg) != string(cfgBefore) {
+			t.Errorf("the command's .git/config change survived it:\n%s", cfg)
+		}
+		if _, err := os.Lstat(filepath.Join(e.work, ".git", "hooks", "pre-commit")); err == nil {
+			t.Errorf("a hook planted by the command survived it")
+		}
+		if strings.Contains(r.stdout, "PLANTED") {
+			if _, err := os.Stat(filepath.Join(e.work, ".git", "config.evener-quarantine")); err != nil {
+				t.Errorf("the changed .git/config was not set aside: %v", err)
+			}
+		}
+
 		// The other modes, explicitly on this backend.
 		r = e.run(t, "exec", "--sandbox-backend", "landlock", "--sandbox", "read-only", "--sandbox-net", "off", "--",
 			"/bin/sh", "-c", "echo x > ro 2>/dev/null && echo WROTE; cat ~/.ssh/id_ed25519 2>/dev/null; cat README")

@@ -68,7 +68,11 @@ func Preamble(ctx context.Context, sess *confine.Launcher, allowDomains []string
 		}
 		fmt.Fprintf(&b, "- writable: %s.\n", writableSummary(p))
 		fmt.Fprintf(&b, "- masked paths: %d (credentials, shell histories, pseudo-filesystems); reads of them are refused.\n", len(p.Denylist())+len(confine.PseudoDenylist))
-		fmt.Fprintf(&b, "- git: commits work; .git/config, hooks, commondir and gitdir are read-only.\n")
+		if p.Backend() == "landlock" {
+			fmt.Fprintf(&b, "- git: commits work; .git/config, hooks, commondir and gitdir are not read-only under this backend: what a command changes there is set aside and put back when it ends.\n")
+		} else {
+			fmt.Fprintf(&b, "- git: commits work; .git/config, hooks, commondir and gitdir are read-only.\n")
+		}
 		if line := protectedSummary(p); line != "" {
 			fmt.Fprintf(&b, "- %s\n", line)
 		}
