@@ -212,4 +212,3 @@ echo DONE`, srv.port)
 		}
 	})
 }
-
