@@ -83,7 +83,9 @@ func widenIfTest(plan MountPlan) MountPlan {
 func withLandlockEnv(env []string, spec string) []string {
 	out := env[:0:0]
 	for _, e := range env {
-		if !strings.HasPrefix(e, LandlockEnv+"=") {
+		// The backend's variable too (landlock_backend_linux.go): only
+		// the launcher sets either.
+		if !strings.HasPrefix(e, LandlockEnv+"=") && !strings.HasPrefix(e, LandlockBackendEnv+"=") {
 			out = append(out, e)
 		}
 	}
