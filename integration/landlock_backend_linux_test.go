@@ -212,3 +212,34 @@ echo DONE`, srv.port)
 		}
 	})
 }
+
+// TestLandlockBackendMCP: over MCP, the preamble names the backend and
+// what it does not give; the shell and the file tools keep the secret
+// contract (the file tools by their own layer).
+func TestLandlockBackendMCP(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		e.prefix = noUserNSPrefix(t)
+		writeFile(t, filepath.Join(e.home, ".ssh", "id_ed25519"), "SECRET-SSH-KEY\n")
+		if err := os.Symlink(filepath.Join(e.home, ".ssh", "id_ed25519"), filepath.Join(e.work, "key-link")); err != nil {
+			t.Fatal(err)
+		}
+		m := e.mcp(t, "--sandbox-net", "off")
+		pre := m.preamble(t)
+		for _, want := range []string{"enforced by landlock", "weaker backend (landlock: no namespaces): NOT given: no PID namespace",
+			".git/config, hooks, commondir and gitdir are not read-only under this backend"} {
+			if !strings.Contains(pre, want) {
+				t.Errorf("preamble lacks %q:\n%s", want, pre)
+			}
+		}
+		r := m.call(t, "shell", map[string]any{"command": "cat ~/.ssh/id_* key-link; echo x > ../outside && echo WROTE; echo ok > inside && cat inside"})
+		if out := text(r); strings.Contains(out, "SECRET") || strings.Contains(out, "WROTE") || !strings.Contains(out, "ok") {
+			t.Errorf("shell under the landlock backend:\n%s", out)
+		}
+		for _, p := range []string{"key-link", filepath.Join(e.home, ".ssh", "id_ed25519")} {
+			if r := m.call(t, "read_file", map[string]any{"path": p}); !r.IsError || strings.Contains(text(r), "SECRET") {
+				t.Errorf("read_file %s under the landlock backend: %s", p, text(r))
+			}
+		}
+	})
+}

@@ -44,6 +44,9 @@ func (e *env) mcpWith(t *testing.T, copts []client.ClientOption, caps *mcp.Clien
 	m := &mcpConn{stderr: &lockedBuffer{}}
 	cmdFunc := func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
 		cmd := exec.CommandContext(ctx, command, args...)
+		if len(e.prefix) > 0 {
+			cmd = exec.CommandContext(ctx, e.prefix[0], append(append(e.prefix[1:len(e.prefix):len(e.prefix)], command), args...)...)
+		}
 		cmd.Env = e.serverEnv(t)
 		cmd.Dir = e.work
 		if !e.id.root && os.Geteuid() == 0 {
