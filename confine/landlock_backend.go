@@ -42,8 +42,9 @@ func (h HostReport) LandlockUnusable() string {
 
 // chooseBackend picks the backend of a sandboxed mode: an explicit
 // landlock, or native where it can enforce; the default (auto) falls back
-// to landlock where native cannot and landlock can; otherwise an explicit
-// mode is refused and an unset one degrades to off.
+// to landlock where bubblewrap cannot create a user namespace and landlock
+// can enforce; otherwise an explicit mode is refused and an unset one
+// degrades to off.
 func (p *Policy) chooseBackend(b Backend) error {
 	if b == BackendLandlock {
 		if r := p.landlockUnusable(); r != "" {
@@ -56,8 +57,11 @@ func (p *Policy) chooseBackend(b Backend) error {
 	if reason == "" {
 		return nil
 	}
+	// The fallback is for a host whose bubblewrap cannot create a user
+	// namespace; a missing bubblewrap is an installation to make, which
+	// the refusal names.
 	auto := b == "" || b == BackendAuto
-	if auto && p.host.OS == "linux" {
+	if auto && p.host.OS == "linux" && p.host.Bwrap != "" && !p.host.UserNS {
 		ll := p.landlockUnusable()
 		if ll == "" {
 			p.backend, p.fellBack = backendLandlock, reason

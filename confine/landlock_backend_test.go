@@ -118,6 +118,10 @@ func TestResolveFallsBackToLandlock(t *testing.T) {
 	if p, err := Resolve(spec, usable); err != nil || p.Backend() != "landlock" || p.FellBack() != "" {
 		t.Errorf("explicit landlock on a bubblewrap host: %v %v", err, p)
 	}
+	// A missing bubblewrap is an installation to make: no fallback.
+	if p, err := Resolve(f.spec("", NetworkOn), HostReport{OS: "linux", Seccomp: true, Landlock: 7, BwrapError: "bubblewrap (bwrap) not found on PATH"}); err != nil || p.Mode() != ModeOff {
+		t.Errorf("auto without bubblewrap: %v %v", err, p.Mode())
+	}
 	// auto where bubblewrap works stays native.
 	if p, err := Resolve(f.spec("", NetworkOn), usable); err != nil || p.Backend() != "bwrap" || len(p.LandlockGaps()) != 0 {
 		t.Errorf("auto on a bubblewrap host: %v %v", err, p.Backend())
