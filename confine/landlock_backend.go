@@ -238,10 +238,22 @@ func BackendGuarantees(h HostReport) map[Backend][]Guarantee {
 	return out
 }
 
-// unheld marks every row of gs as not holding, for why.
+// unheld marks every row of gs as not holding: the backend cannot run
+// here (BackendUnusable says why).
 func unheld(gs []Guarantee, why string) []Guarantee {
 	for i := range gs {
-		gs[i] = Guarantee{What: gs[i].What, Why: "backend unusable: " + why}
+		gs[i] = Guarantee{What: gs[i].What, Why: "backend unusable here"}
 	}
 	return gs
+}
+
+// BackendUnusable is why backend b cannot run on the host h reports, or "".
+func BackendUnusable(h HostReport, b Backend) string {
+	switch b {
+	case BackendNative:
+		return h.Unusable()
+	case BackendLandlock:
+		return h.LandlockUnusable()
+	}
+	return ""
 }

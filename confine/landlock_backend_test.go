@@ -141,7 +141,7 @@ func TestBackendGuarantees(t *testing.T) {
 		return Guarantee{}
 	}
 	g := BackendGuarantees(noUserNSHost(7))
-	if r := find(g[BackendNative], "secrets unreadable"); r.Mechanism != "" || !strings.Contains(r.Why, "user namespace") {
+	if r := find(g[BackendNative], "secrets unreadable"); r.Mechanism != "" || r.Why != "backend unusable here" || !strings.Contains(BackendUnusable(noUserNSHost(7), BackendNative), "user namespace") {
 		t.Errorf("native on a host without user namespaces: %+v", r)
 	}
 	ll := g[BackendLandlock]
@@ -167,9 +167,12 @@ func TestBackendGuarantees(t *testing.T) {
 		t.Errorf("ABI 5 signals: %+v", r)
 	}
 	for _, r := range BackendGuarantees(noUserNSHost(3))[BackendLandlock] {
-		if r.Mechanism != "" || !strings.Contains(r.Why, "landlock ABI 3 is too old") {
+		if r.Mechanism != "" || r.Why != "backend unusable here" {
 			t.Errorf("ABI 3: row %+v holds", r)
 		}
+	}
+	if why := BackendUnusable(noUserNSHost(3), BackendLandlock); !strings.Contains(why, "landlock ABI 3 is too old") {
+		t.Errorf("ABI 3: %q", why)
 	}
 	ok := usableHost
 	ok.Landlock, ok.ProcessLimit = 7, ProcessLimitSessionCgroup

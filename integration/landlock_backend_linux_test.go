@@ -163,7 +163,7 @@ git -c user.email=t@t -c user.name=t commit -q --allow-empty -m two && echo COMM
 
 		// probe: per backend, which guarantee holds and by which mechanism.
 		r = e.run(t, "probe", "--sandbox-net", "off")
-		for _, want := range []string{"backend native:\n", "backend landlock:\n", "NOT HELD host processes hidden",
+		for _, want := range []string{"backend native: unusable here: bubblewrap cannot create", "backend landlock:\n", "NOT HELD host processes hidden",
 			"by landlock", "by seccomp", "by rlimit", "backend:  landlock, chosen because", "policy:   workspace-write, network off, cache private, backend landlock"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("probe lacks %q:\n%s", want, r)

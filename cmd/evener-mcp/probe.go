@@ -73,7 +73,13 @@ func runProbe(args []string) int {
 	}
 	guarantees := confine.BackendGuarantees(pol.Host())
 	if len(guarantees) > 0 {
-		report["backends"] = guarantees
+		unusable := map[confine.Backend]string{}
+		for b := range guarantees {
+			if why := confine.BackendUnusable(pol.Host(), b); why != "" {
+				unusable[b] = why
+			}
+		}
+		report["backends"] = map[string]any{"guarantees": guarantees, "unusable": unusable}
 	}
 	if gaps := pol.LandlockGaps(); len(gaps) > 0 {
 		report["backend_not_given"] = gaps
@@ -133,7 +139,11 @@ func printGuarantees(pol *confine.Policy, g map[confine.Backend][]confine.Guaran
 		if !ok {
 			continue
 		}
-		fmt.Printf("backend %s:\n", b)
+		if why := confine.BackendUnusable(pol.Host(), b); why != "" {
+			fmt.Printf("backend %s: unusable here: %s\n", b, why)
+		} else {
+			fmt.Printf("backend %s:\n", b)
+		}
 		for _, r := range rows {
 			if r.Mechanism != "" {
 				fmt.Printf("  holds    %-62s by %s\n", r.What, r.Mechanism)
