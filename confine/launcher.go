@@ -54,6 +54,8 @@ type Launcher struct {
 	lbWanted bool       // ShareLoopback was called
 	lb       *loopback  // made on the first spawn that joins it
 	lbErr    error      // why it could not be made (not retried)
+
+	sb sessionBoxes // the session sandbox (session_sandbox_linux.go)
 }
 
 // ShareLoopback makes the session's later sandboxed spawns that take the
@@ -244,6 +246,7 @@ func (s *Launcher) Close() error {
 		killTree(sp)
 	}
 	s.mu.Unlock()
+	s.closeBoxes()
 	s.be.close(s)
 	s.lbMu.Lock()
 	s.lb.close()
@@ -342,6 +345,9 @@ func (s *Launcher) Run(ctx context.Context, c Command) (res Result, err error) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
+	}
+	if r, ok, err := s.runSession(ctx, c, began); ok {
+		return r, err
 	}
 	for attempt := 0; ; attempt++ {
 		Phase("prepare")

@@ -107,6 +107,10 @@ func RunHidden(sub string, args []string) (code int, ok bool) {
 		return RunConnect(args), true
 	case LoopbackSubcommand:
 		return RunLoopbackHold(args), true
+	case SpawnerSubcommand:
+		return RunSessionSpawner(args), true
+	case SlotSubcommand:
+		return RunSessionSlot(args), true
 	}
 	return 0, false
 }

@@ -1,0 +1,380 @@
+package confine
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The two halves of a session sandbox that run inside it
+// (session_sandbox_linux.go; docs/speed.md, "Session sandbox"):
+//
+//   - the spawner, the holder's only command (PID 1 of the session's PID
+//     namespace, with the capabilities of the session's user namespace and
+//     no seccomp filter yet), keeps idle slots ready;
+//   - a slot, started by the spawner in a PID and mount namespace of its
+//     own, mounts that namespace's /proc, waits for one request, applies
+//     the per-call confinement to the thread that forks the command (the
+//     /proc masks, the resource limits, every capability dropped, the
+//     seccomp filter) and stays the call's init until the command ends.
+//
+// Neither loads configuration or trusts anything but the server's
+// descriptors.
+
+// Descriptors of the spawner (set by the server) and of a slot (by the
+// spawner).
+const (
+	spawnerReqFD = 4 // the server's request socket (3 is bwrap's info)
+	slotReqFD    = 3 // the same socket, in a slot
+	slotTakenFD  = 4 // a slot writes one byte here once it took a request
+)
+
+// slotsIdle is how many idle slots the spawner keeps.
+const slotsIdle = 2
+
+// slotRequest is one call, as the server sends it to a slot with four
+// descriptors: the call's control socket, stdin, stdout, stderr.
+type slotRequest struct {
+	Args      []string
+	Env       []string
+	Dir       string
+	Limits    [][2]uint64 // resource, value (soft and hard)
+	ProcMasks []slotMask  // over the slot's own /proc
+	ProcRO    bool
+	Seccomp   []byte // the seccomp program (raw sock_filter array)
+	NoSession bool   // keep the caller's session (no setsid)
+}
+
+type slotMask struct {
+	Path string
+	Dir  bool
+}
+
+// Slot messages on the control socket.
+const (
+	slotHello = 'h' // the slot took the request (its credentials ride along)
+	slotGo    = 'g' // the server: run it
+	slotExit  = 'x' // followed by the command's wait status, 4 bytes
+	slotFail  = 'f' // followed by why the command could not start
+)
+
+// RunSessionSpawner is the holder's command: it reports ready, waits for
+// the server's go-ahead (a root server's pids cgroup is joined first), then
+// keeps slotsIdle slots waiting until the server closes stdin.
+func RunSessionSpawner(args []string) int {
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "evener-mcp spawner:", err)
+		return 125
+	}
+	unix.CloseOnExec(3)
+	if _, err := os.Stdout.WriteString("ready\n"); err != nil {
+		return 125
+	}
+	var b [1]byte
+	if n, _ := os.Stdin.Read(b[:]); n != 1 || b[0] != 'g' {
+		return 0
+	}
+	var taken [2]int
+	if err := unix.Pipe2(taken[:], unix.O_CLOEXEC); err != nil {
+		fmt.Fprintln(os.Stderr, "evener-mcp spawner:", err)
+		return 125
+	}
+	start := func() {
+		attr := &syscall.ProcAttr{
+			Dir:   "/",
+			Env:   []string{"GOMAXPROCS=1", "GOGC=400"},
+			Files: []uintptr{0, 1, 2, spawnerReqFD, uintptr(taken[1])},
+			Sys: &syscall.SysProcAttr{
+				Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS,
+				Pdeathsig:  syscall.SIGKILL,
+			},
+		}
+		pid, err := syscall.ForkExec(exe, []string{exe, SlotSubcommand}, attr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "evener-mcp spawner: start a slot:", err)
+			return
+		}
+		go func() {
+			var ws syscall.WaitStatus
+			for {
+				if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+					return
+				}
+			}
+		}()
+	}
+	for range slotsIdle {
+		start()
+	}
+	go func() {
+		// One new slot for every one taken.
+		var t [16]byte
+		for {
+			n, err := unix.Read(taken[0], t[:])
+			if err == unix.EINTR {
+				continue
+			}
+			if n <= 0 || err != nil {
+				return
+			}
+			for range n {
+				start()
+			}
+		}
+	}()
+	for {
+		if _, err := os.Stdin.Read(b[:]); err != nil {
+			return 0
+		}
+	}
+}
+
+// RunSessionSlot is one slot: PID 1 of its own PID namespace.
+func RunSessionSlot(args []string) int {
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	die := func(what string, err error) int {
+		fmt.Fprintf(os.Stderr, "evener-mcp slot: %s: %v\n", what, err)
+		return 125
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return die("make mounts private", err)
+	}
+	const procFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	if err := unix.Mount("proc", "/proc", "proc", procFlags, ""); err != nil {
+		return die("mount /proc", err)
+	}
+	// What bubblewrap covers in every procfs it mounts: read-only.
+	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"} {
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := roBind(p, p); err != nil {
+			return die("cover "+p, err)
+		}
+	}
+	buf := make([]byte, 1<<20)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	var n, oobn int
+	var err error
+	for {
+		n, oobn, _, _, err = unix.Recvmsg(slotReqFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil || n == 0 {
+		return 0 // the holder is ending
+	}
+	_, _ = unix.Write(slotTakenFD, []byte{1})
+	unix.Close(slotReqFD)
+	unix.Close(slotTakenFD)
+	fds, err := rightsOf(oob[:oobn])
+	if err != nil || len(fds) != 4 {
+		return die("request descriptors", fmt.Errorf("%d received: %v", len(fds), err))
+	}
+	ctl := fds[0]
+	var rq slotRequest
+	if err := json.Unmarshal(buf[:n], &rq); err != nil {
+		return die("request", err)
+	}
+	fail := func(what string, err error) int {
+		_, _ = unix.Write(ctl, append([]byte{slotFail}, fmt.Sprintf("%s: %v", what, err)...))
+		return 125
+	}
+	for _, m := range rq.ProcMasks {
+		if err := procMask(m); err != nil {
+			if os.IsNotExist(err) {
+				continue
+			}
+			return fail("mask "+m.Path, err)
+		}
+	}
+	if rq.ProcRO {
+		if err := unix.Mount("", "/proc", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|procFlags, ""); err != nil {
+			return fail("remount /proc read-only", err)
+		}
+	}
+	if _, err := unix.Write(ctl, []byte{slotHello}); err != nil {
+		return 0
+	}
+	var g [1]byte
+	if n, _ := unix.Read(ctl, g[:]); n != 1 || g[0] != slotGo {
+		return 0
+	}
+	for _, l := range rq.Limits {
+		rl := syscall.Rlimit{Cur: l[1], Max: l[1]}
+		if err := syscall.Setrlimit(int(l[0]), &rl); err != nil {
+			return fail(fmt.Sprintf("resource limit %d", l[0]), err)
+		}
+	}
+	path, err := lookInside(rq.Args[0], rq.Env)
+	if err != nil {
+		_, _ = fmt.Fprintf(os.NewFile(uintptr(fds[3]), "stderr"), "evener-mcp: execvp %s: %v\n", rq.Args[0], err)
+		_, _ = unix.Write(ctl, append([]byte{slotExit}, waitBytes(127<<8)...))
+		return 0
+	}
+	pid, err := forkConfined(path, rq, fds[1:])
+	if err != nil {
+		return fail("start "+filepath.Base(path), err)
+	}
+	// The call's init: reap whatever is orphaned here until the command
+	// ends; then the namespace, and all that is left in it, ends with us.
+	for {
+		var ws syscall.WaitStatus
+		wp, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return fail("wait", err)
+		}
+		if wp == pid {
+			_, _ = unix.Write(ctl, append([]byte{slotExit}, waitBytes(uint32(ws))...))
+			return 0
+		}
+	}
+}
+
+// forkConfined starts the command from a thread of its own that first
+// gives up every capability and loads the seccomp filter: the command
+// inherits that thread's state (the other threads of the slot keep theirs,
+// and the thread is never reused: it ends locked).
+func forkConfined(path string, rq slotRequest, stdio []int) (int, error) {
+	type res struct {
+		pid int
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if err := dropThreadCaps(); err != nil {
+			ch <- res{0, fmt.Errorf("drop capabilities: %w", err)}
+			return
+		}
+		if err := loadSeccomp(rq.Seccomp); err != nil {
+			ch <- res{0, fmt.Errorf("seccomp: %w", err)}
+			return
+		}
+		attr := &syscall.ProcAttr{Dir: rq.Dir, Env: rq.Env,
+			Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},
+			Sys:   &syscall.SysProcAttr{Setsid: !rq.NoSession}}
+		pid, err := syscall.ForkExec(path, rq.Args, attr)
+		ch <- res{pid, err}
+	}()
+	r := <-ch
+	return r.pid, r.err
+}
+
+// dropThreadCaps empties the calling thread's bounding, ambient,
+// inheritable, permitted and effective sets.
+func dropThreadCaps() error {
+	for c := 0; c < 64; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			if err == unix.EINVAL {
+				break // past the last capability
+			}
+			return err
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return err
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	return unix.Capset(&hdr, &data[0])
+}
+
+// loadSeccomp installs prog on the calling thread (no_new_privs is set:
+// bubblewrap set it for the whole holder).
+func loadSeccomp(prog []byte) error {
+	if len(prog) == 0 || len(prog)%8 != 0 {
+		return fmt.Errorf("bad program (%d bytes)", len(prog))
+	}
+	fp := unix.SockFprog{Len: uint16(len(prog) / 8), Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0]))}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	_, _, e := unix.RawSyscall(unix.SYS_SECCOMP, 1 /* SECCOMP_SET_MODE_FILTER */, 0, uintptr(unsafe.Pointer(&fp)))
+	runtime.KeepAlive(prog)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// procMask covers one entry of the slot's /proc as bubblewrap would: a
+// file by /dev/null, a directory by an empty mode-0000 tmpfs.
+func procMask(m slotMask) error {
+	if _, err := os.Lstat(m.Path); err != nil {
+		return err
+	}
+	if m.Dir {
+		return unix.Mount("tmpfs", m.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0000,size=4096")
+	}
+	return roBind("/dev/null", m.Path)
+}
+
+// roBind binds src over dst read-only.
+func roBind(src, dst string) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	var st unix.Statfs_t
+	flags := uintptr(0)
+	if unix.Statfs(dst, &st) == nil {
+		flags = uintptr(st.Flags) & (unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
+	}
+	return unix.Mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|flags, "")
+}
+
+// lookInside is execvp's search, with the command's own PATH.
+func lookInside(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			d = "."
+		}
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", unix.ENOENT
+}
+
+func waitBytes(ws uint32) []byte {
+	return []byte{byte(ws), byte(ws >> 8), byte(ws >> 16), byte(ws >> 24)}
+}
+
+// rightsOf parses the descriptors of an SCM_RIGHTS message.
+func rightsOf(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	for _, m := range msgs {
+		r, err := unix.ParseUnixRights(&m)
+		if err == nil {
+			fds = append(fds, r...)
+		}
+	}
+	return fds, nil
+}

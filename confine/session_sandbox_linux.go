@@ -1,0 +1,618 @@
+package confine
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A session sandbox (docs/speed.md, "Session sandbox"; experimental, opt-in
+// through SessionSandboxEnv): the session's bubblewrap, with the mount
+// plan of the spawn's inspection, is built once and kept by a holder
+// process, and each command starts inside it with what must stay per call:
+// a PID namespace and /proc of its own, the /proc masks, no capabilities,
+// no_new_privs, the seccomp filter, the resource limits, the scrubbed
+// environment and the working directory (session_sandbox_inside_linux.go).
+//
+// Never a stale plan: every call inspects the filesystem and computes the
+// plan as a per-call bubblewrap would; a plan that differs from the one
+// the holder was built with (a nested repository to pin, a credential file
+// that appeared, a host socket to mask, a git layout that changed) makes a
+// new holder before the command runs. A holder replaced while calls still
+// run in it ends when the last of them does.
+
+// sessionBox is one built session sandbox.
+type sessionBox struct {
+	key    string    // the holder's bubblewrap options and /proc plan
+	cmd    *exec.Cmd // the holder's bwrap
+	hold   *os.File  // the spawner's stdin: closing it ends the holder
+	req    *os.File  // the server's end of the request socket
+	exited chan struct{}
+	// Guarded by the launcher's sbMu.
+	refs    int  // calls running in it
+	retired bool // replaced: ends when refs drops to zero
+}
+
+// sessionBoxes is the launcher's session-sandbox state.
+type sessionBoxes struct {
+	mu     sync.Mutex // guards box and the boxes' refs and retired
+	box    *sessionBox
+	closed bool
+}
+
+// sessionEligible says whether c may run in the session sandbox: a
+// sandboxed, non-terminal command without a network (the session's net
+// namespace holds only a loopback), under a session that has no shared
+// loopback of its own.
+func (s *Launcher) sessionEligible(p *Policy, c Command) bool {
+	if !sessionSandboxOn() || p.Mode() == ModeOff || c.Terminal || c.Network == NetworkHost {
+		return false
+	}
+	if p.Network() != NetworkOff && c.Network != NetworkOff {
+		return false
+	}
+	s.lbMu.Lock()
+	lb := s.lbWanted
+	s.lbMu.Unlock()
+	return !lb
+}
+
+// sessionCall is one call's resolved spawn.
+type sessionCall struct {
+	holderArgs []string // bubblewrap options of the holder (without its command)
+	req        slotRequest
+}
+
+// sessionPrepare is prepare for a call in the session sandbox: the same
+// inspection, plan and environment, split into what the holder is built
+// with and what the slot applies per call.
+func (s *Launcher) sessionPrepare(p *Policy, c Command) (*sessionCall, error) {
+	dir, err := s.resolveDir(c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	over := map[string]string{"PWD": dir}
+	for k, v := range c.Env {
+		over[k] = v
+	}
+	over["TMPDIR"] = s.scratch
+	over["EVENER_SCRATCH_DIR"] = s.scratch
+	Phase("inspect")
+	l, err := Inspect(p, s.scratch, dir)
+	if err != nil {
+		return nil, err
+	}
+	Phase("plan")
+	l.ScratchParent = s.hideBeside
+	cacheEnv := map[string]string{}
+	switch p.Cache() {
+	case CachePrivate:
+		cacheEnv = CacheEnv(s.scratch, p.Mode(), envLookup(p.env, "GOPATH"))
+	case CacheOverlay:
+		cacheEnv = overlayCacheEnv(p, s.scratch, l.CacheRoots)
+	}
+	for k, v := range cacheEnv {
+		if _, set := c.Env[k]; !set {
+			over[k] = v
+		}
+	}
+	plan := Plan(p, l)
+	var box MountPlan
+	sc := &sessionCall{}
+	for _, m := range plan {
+		// What lies in /proc is the slot's: its /proc is mounted afresh.
+		if m.Kind != MountProc && Within(m.Dst, "/proc") {
+			switch m.Kind {
+			case MountRemount:
+				sc.req.ProcRO = true
+			case MountMaskFile, MountMaskDir:
+				sc.req.ProcMasks = append(sc.req.ProcMasks, slotMask{Path: m.Dst, Dir: m.Kind == MountMaskDir})
+			default:
+				return nil, fmt.Errorf("%w: plan entry %s %s has no session-sandbox form", ErrSandboxSetup, m.Kind, m.Dst)
+			}
+			continue
+		}
+		box = append(box, m)
+	}
+	exe, err := relayBinary()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--unshare-net", "--die-with-parent", "--new-session", "--as-pid-1",
+		"--cap-add", "ALL", "--hostname", "evener-sandbox", "--info-fd", "3"}
+	args = append(args, box.Args()...)
+	// The spawner and the slots are this binary, at the egress relay's
+	// place (no egress in a session sandbox).
+	args = append(args, "--ro-bind", exe, relayExe, "--chdir", "/")
+	sc.holderArgs = args
+	prog, err := SeccompProgram()
+	if err != nil {
+		return nil, err
+	}
+	lim := p.Limits()
+	sc.req = slotRequest{
+		Args: c.Args, Dir: dir, Seccomp: prog, ProcMasks: sc.req.ProcMasks, ProcRO: sc.req.ProcRO,
+		Env: EnvFloor(p.env, s.envPass, p.Mode(), over, grantedRoots(p)),
+		Limits: [][2]uint64{
+			{unix.RLIMIT_NOFILE, limitValue(unix.RLIMIT_NOFILE, lim.OpenFiles)},
+			{unix.RLIMIT_NPROC, limitValue(unix.RLIMIT_NPROC, lim.Procs)},
+			{unix.RLIMIT_FSIZE, limitValue(unix.RLIMIT_FSIZE, lim.FileBytes)},
+			{unix.RLIMIT_DATA, limitValue(unix.RLIMIT_DATA, lim.DataBytes)},
+			{unix.RLIMIT_CORE, 0},
+		},
+	}
+	return sc, nil
+}
+
+// limitValue is v, never above the hard limit the server itself got.
+func limitValue(res int, v int64) uint64 {
+	var cur unix.Rlimit
+	if unix.Getrlimit(res, &cur) == nil && cur.Max < uint64(v) {
+		return cur.Max
+	}
+	return uint64(v)
+}
+
+// sessionKey names a holder's plan: the options it is built with and the
+// per-call /proc plan.
+func sessionKey(sc *sessionCall) string {
+	var b strings.Builder
+	for _, a := range sc.holderArgs {
+		b.WriteString(a)
+		b.WriteByte(0)
+	}
+	for _, m := range sc.req.ProcMasks {
+		fmt.Fprintf(&b, "%s %v\x00", m.Path, m.Dir)
+	}
+	fmt.Fprintf(&b, "ro=%v", sc.req.ProcRO)
+	return b.String()
+}
+
+// acquireBox returns a running holder built with sc's plan, building one
+// (and retiring the current one) when the plan changed; the caller
+// releases it.
+func (s *Launcher) acquireBox(p *Policy, sc *sessionCall) (*sessionBox, error) {
+	key := sessionKey(sc)
+	s.sb.mu.Lock()
+	defer s.sb.mu.Unlock()
+	if s.sb.closed {
+		return nil, errors.New("session closed")
+	}
+	if b := s.sb.box; b != nil {
+		alive := true
+		select {
+		case <-b.exited:
+			alive = false
+		default:
+		}
+		if alive && b.key == key {
+			b.refs++
+			return b, nil
+		}
+		s.retireLocked(b)
+		s.sb.box = nil
+	}
+	Phase("holder-build")
+	b, err := s.buildBox(p, sc, key)
+	if err != nil {
+		return nil, err
+	}
+	s.sb.box = b
+	b.refs++
+	return b, nil
+}
+
+// releaseBox drops a call's hold on b.
+func (s *Launcher) releaseBox(b *sessionBox) {
+	s.sb.mu.Lock()
+	b.refs--
+	end := b.retired && b.refs == 0
+	s.sb.mu.Unlock()
+	if end {
+		b.end()
+	}
+}
+
+// retireLocked marks b replaced, ending it now if no call runs in it.
+// Called with sb.mu held.
+func (s *Launcher) retireLocked(b *sessionBox) {
+	b.retired = true
+	if b.refs == 0 {
+		go b.end()
+	}
+}
+
+// buildBox starts a holder with sc's options and waits for its spawner.
+func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox, error) {
+	exe := relayExe
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: request socket: %v", ErrSandboxSetup, err)
+	}
+	reqS, reqH := os.NewFile(uintptr(pair[0]), "session-req"), os.NewFile(uintptr(pair[1]), "session-req")
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		reqS.Close()
+		reqH.Close()
+		return nil, err
+	}
+	defer infoR.Close()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		reqS.Close()
+		reqH.Close()
+		infoW.Close()
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		reqS.Close()
+		reqH.Close()
+		infoW.Close()
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	defer outR.Close()
+	args := append(append([]string{"bwrap"}, sc.holderArgs...), "--", exe, SpawnerSubcommand)
+	// No parent-death signal (it follows the forking thread, which Go may
+	// end): the holder ends when its stdin closes (the server's Close, or
+	// the server's death).
+	cmd := &exec.Cmd{Path: p.host.Bwrap, Args: args, Dir: "/", Env: []string{"PATH=/usr/bin:/bin", "GOMAXPROCS=1", "GOGC=400"},
+		Stdin: inR, Stdout: outW, Stderr: os.Stderr, ExtraFiles: []*os.File{infoW, reqH}}
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	infoW.Close()
+	reqH.Close()
+	if err != nil {
+		inW.Close()
+		reqS.Close()
+		return nil, fmt.Errorf("%w: start the session sandbox: %v", ErrSandboxSetup, err)
+	}
+	b := &sessionBox{key: key, cmd: cmd, hold: inW, req: reqS, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(b.exited) }()
+	type ready struct {
+		pid int
+		err error
+	}
+	got := make(chan ready, 1)
+	go func() {
+		pid, err := readChildPID(infoR)
+		if err == nil {
+			var line string
+			line, err = bufio.NewReader(outR).ReadString('\n')
+			if err == nil && strings.TrimSpace(line) != "ready" {
+				err = fmt.Errorf("spawner said %q", strings.TrimSpace(line))
+			}
+		}
+		got <- ready{pid, err}
+	}()
+	var r ready
+	select {
+	case r = <-got:
+	case <-time.After(loopbackReadyTimeout):
+		r.err = errors.New("the spawner did not report ready")
+	}
+	if r.err == nil && p.host.RunAsRoot {
+		// RLIMIT_NPROC does not bind host uid 0: the session's pids
+		// cgroup does, joined before any slot exists.
+		if _, perr := PidsCgroup(); perr == nil {
+			var cg string
+			if cg, r.err = s.be.sessionCgroup(s); r.err == nil {
+				r.err = joinPidsCgroup(cg, cmd.Process.Pid, r.pid)
+			}
+		}
+	}
+	if r.err == nil {
+		_, r.err = inW.Write([]byte{'g'})
+	}
+	if r.err != nil {
+		b.end()
+		return nil, fmt.Errorf("%w: the session sandbox: %v", ErrSandboxSetup, r.err)
+	}
+	return b, nil
+}
+
+// end ends the holder (every call still in it dies with its PID
+// namespace) and waits for it.
+func (b *sessionBox) end() {
+	b.hold.Close()
+	select {
+	case <-b.exited:
+	case <-time.After(5 * time.Second):
+		_ = b.cmd.Process.Kill()
+		<-b.exited
+	}
+	b.req.Close()
+}
+
+// closeBoxes ends the session's holders (Close).
+func (s *Launcher) closeBoxes() {
+	s.sb.mu.Lock()
+	s.sb.closed = true
+	b := s.sb.box
+	s.sb.box = nil
+	s.sb.mu.Unlock()
+	if b != nil {
+		b.end()
+	}
+}
+
+// runSession runs c in the session sandbox; ok is false when c is not
+// eligible (Run then starts a bubblewrap of its own).
+func (s *Launcher) runSession(ctx context.Context, c Command, began time.Time) (res Result, ok bool, err error) {
+	p := s.p.Load()
+	if !s.sessionEligible(p, c) || len(c.Args) == 0 {
+		return Result{}, false, nil
+	}
+	Phase("prepare")
+	sc, err := s.sessionPrepare(p, c)
+	if err != nil {
+		return Result{ExitCode: -1}, true, err
+	}
+	b, err := s.acquireBox(p, sc)
+	if err != nil {
+		return Result{ExitCode: -1}, true, err
+	}
+	defer s.releaseBox(b)
+	res, err = s.callIn(ctx, b, sc, c, began)
+	return res, true, err
+}
+
+// callIn sends one call to b's slots and waits for it.
+func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c Command, began time.Time) (Result, error) {
+	Phase("start")
+	fail := func(err error) (Result, error) { return Result{ExitCode: -1}, err }
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fail(fmt.Errorf("%w: control socket: %v", ErrSandboxSetup, err))
+	}
+	if err := unix.SetsockoptInt(pair[0], unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
+		unix.Close(pair[0])
+		unix.Close(pair[1])
+		return fail(fmt.Errorf("%w: control socket: %v", ErrSandboxSetup, err))
+	}
+	ctlF := os.NewFile(uintptr(pair[0]), "session-ctl")
+	conn, err := net.FileConn(ctlF)
+	ctlF.Close()
+	if err != nil {
+		unix.Close(pair[1])
+		return fail(fmt.Errorf("%w: control socket: %v", ErrSandboxSetup, err))
+	}
+	ctl := conn.(*net.UnixConn)
+	defer ctl.Close()
+	st, err := newStdio(c)
+	if err != nil {
+		unix.Close(pair[1])
+		return fail(err)
+	}
+	defer st.closeParent()
+	payload, err := json.Marshal(sc.req)
+	if err != nil {
+		unix.Close(pair[1])
+		st.closeChild()
+		return fail(err)
+	}
+	rights := unix.UnixRights(pair[1], int(st.child[0].Fd()), int(st.child[1].Fd()), int(st.child[2].Fd()))
+	err = unix.Sendmsg(int(b.req.Fd()), payload, rights, nil, 0)
+	unix.Close(pair[1])
+	st.closeChild()
+	if err != nil {
+		return fail(fmt.Errorf("%w: send the call to the session sandbox: %v", ErrSandboxSetup, err))
+	}
+	// The slot answers with its credentials: its pid in the server's PID
+	// namespace, the call's init.
+	_ = ctl.SetReadDeadline(time.Now().Add(loopbackReadyTimeout))
+	msg := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred))
+	n, oobn, _, _, err := ctl.ReadMsgUnix(msg, oob)
+	if err != nil || n == 0 {
+		return fail(fmt.Errorf("%w: the session sandbox did not take the call: %v", ErrSandboxSetup, err))
+	}
+	if msg[0] == slotFail {
+		return fail(fmt.Errorf("%w: %s", ErrSandboxSetup, msg[1:n]))
+	}
+	pid, err := credPID(oob[:oobn])
+	if err != nil || msg[0] != slotHello {
+		return fail(fmt.Errorf("%w: the session sandbox's answer: %v", ErrSandboxSetup, err))
+	}
+	_ = ctl.SetReadDeadline(time.Time{})
+	sp := &spawn{cmd: &exec.Cmd{}, sandboxed: true, began: began, pid: pid}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fail(errors.New("session closed"))
+	}
+	s.running[sp] = struct{}{}
+	observe := s.onStarted
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, sp)
+		s.mu.Unlock()
+	}()
+	if c.OnStart != nil {
+		c.OnStart()
+	}
+	start := time.Now()
+	if _, err := ctl.Write([]byte{slotGo}); err != nil {
+		return fail(fmt.Errorf("%w: release the call: %v", ErrSandboxSetup, err))
+	}
+	st.startCopies()
+	if observe != nil {
+		observe(time.Since(began))
+	}
+	Phase("wait")
+	type end struct {
+		msg []byte
+		err error
+	}
+	done := make(chan end, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		n, err := ctl.Read(buf)
+		done <- end{buf[:max(n, 0)], err}
+	}()
+	var res Result
+	var e end
+	select {
+	case e = <-done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		killTree(sp)
+		s.mu.Unlock()
+		e = <-done
+		res.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
+	}
+	st.wait(2 * time.Second)
+	Phase("waited")
+	res.Duration = time.Since(start)
+	switch {
+	case len(e.msg) == 5 && e.msg[0] == slotExit:
+		ws := syscall.WaitStatus(uint32(e.msg[1]) | uint32(e.msg[2])<<8 | uint32(e.msg[3])<<16 | uint32(e.msg[4])<<24)
+		res.ExitCode = ws.ExitStatus()
+		if ws.Signaled() {
+			res.Signal = ws.Signal().String()
+			res.ExitCode = 128 + int(ws.Signal())
+		}
+	case len(e.msg) > 0 && e.msg[0] == slotFail:
+		return Result{ExitCode: -1}, fmt.Errorf("%w: %s", ErrSandboxSetup, e.msg[1:])
+	default:
+		// The call's init died without a word: it was killed (timeout,
+		// Close).
+		res.Signal = syscall.SIGKILL.String()
+		res.ExitCode = 128 + int(syscall.SIGKILL)
+	}
+	return res, nil
+}
+
+// credPID is the sender's pid of an SCM_CREDENTIALS message.
+func credPID(oob []byte) (int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range msgs {
+		if c, err := unix.ParseUnixCredentials(&m); err == nil && c.Pid > 0 {
+			return int(c.Pid), nil
+		}
+	}
+	return 0, errors.New("no credentials")
+}
+
+// callStdio is a call's three standard descriptors: the child's ends and,
+// for a writer or reader of the caller's that is not a file, the pipe and
+// its copy.
+type callStdio struct {
+	child  [3]*os.File
+	own    [3]bool // child[i] is a pipe end (or /dev/null) made here
+	copies []func()
+	wg     sync.WaitGroup
+	parent []*os.File // our ends of the pipes, closed at the end
+}
+
+func newStdio(c Command) (*callStdio, error) {
+	st := &callStdio{}
+	if f, ok := c.Stdin.(*os.File); ok {
+		st.child[0] = f
+	} else if c.Stdin == nil {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return nil, err
+		}
+		st.child[0], st.own[0] = f, true
+	} else {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		st.child[0], st.own[0] = r, true
+		st.parent = append(st.parent, w)
+		in := c.Stdin
+		st.copies = append(st.copies, func() {
+			_, _ = io.Copy(w, in)
+			w.Close()
+		})
+	}
+	outs := []io.Writer{c.Stdout, c.Stderr}
+	for i, wr := range outs {
+		if i == 1 && c.Stderr != nil && c.Stderr == c.Stdout {
+			st.child[2] = st.child[1]
+			continue
+		}
+		if f, ok := wr.(*os.File); ok {
+			st.child[i+1] = f
+			continue
+		}
+		if wr == nil {
+			f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+			if err != nil {
+				st.closeChild()
+				st.closeParent()
+				return nil, err
+			}
+			st.child[i+1], st.own[i+1] = f, true
+			continue
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			st.closeChild()
+			st.closeParent()
+			return nil, err
+		}
+		st.child[i+1], st.own[i+1] = w, true
+		st.parent = append(st.parent, r)
+		st.wg.Add(1)
+		st.copies = append(st.copies, func() {
+			defer st.wg.Done()
+			_, _ = io.Copy(wr, r)
+		})
+	}
+	return st, nil
+}
+
+// startCopies starts copying between the caller's streams and the pipes.
+func (st *callStdio) startCopies() {
+	for _, f := range st.copies {
+		go f()
+	}
+}
+
+// wait waits for the output copies, at most delay (a descriptor passed on
+// to another call of the session could keep a pipe open).
+func (st *callStdio) wait(delay time.Duration) {
+	done := make(chan struct{})
+	go func() { st.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(delay):
+	}
+}
+
+func (st *callStdio) closeChild() {
+	for i, f := range st.child {
+		if f != nil && st.own[i] && (i != 2 || st.child[2] != st.child[1]) {
+			f.Close()
+		}
+	}
+}
+
+func (st *callStdio) closeParent() {
+	for _, f := range st.parent {
+		f.Close()
+	}
+}
