@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -77,4 +78,106 @@ func TestSessionSandboxRuns(t *testing.T) {
 		t.Error("an unchanged plan built a new holder")
 	}
 	t.Logf("%s", out)
+}
+
+// currentBox is the session's holder now.
+func currentBox(s *Launcher) *sessionBox {
+	s.sb.mu.Lock()
+	defer s.sb.mu.Unlock()
+	return s.sb.box
+}
+
+// TestSessionSandboxCallsApart: two calls of one session run in one holder
+// but cannot see or signal each other: the second sees only its own
+// processes in /proc, and its `kill -9 -1` leaves the first one's process
+// tree running; the first then finishes normally.
+func TestSessionSandboxCallsApart(t *testing.T) {
+	s, f := sessionLauncher(t)
+	runSh(t, s, "true") // the holder, built
+	first := make(chan string, 1)
+	go func() {
+		var out bytes.Buffer
+		res, err := s.Run(context.Background(), Command{Args: []string{"/bin/sh", "-c",
+			`sleep 60 & echo $! > bg-pid; : > a-started; i=0; while [ ! -e b-done ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; kill -0 $(cat bg-pid) && echo bg-alive; exit 0`},
+			Stdout: &out, Stderr: &out, Timeout: 45 * time.Second})
+		if err != nil {
+			first <- "error: " + err.Error()
+			return
+		}
+		first <- out.String() + "exit=" + res.Signal + string(rune('0'+res.ExitCode%10))
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(f.work, "a-started")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first call did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	out, res := runSh(t, s, `for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\0' ' '; echo; done; kill -9 -1; echo killed=$?`)
+	if strings.Contains(out, "sleep 60") || strings.Contains(out, "b-done") {
+		t.Errorf("the second call sees the first one's processes:\n%s", out)
+	}
+	if res.ExitCode != 0 && res.Signal == "" {
+		t.Logf("second call: exit %d", res.ExitCode)
+	}
+	mustWrite(t, filepath.Join(f.work, "b-done"), "")
+	select {
+	case got := <-first:
+		if !strings.Contains(got, "bg-alive") || !strings.HasSuffix(got, "exit=0") {
+			t.Errorf("the first call was disturbed by the second's kill -9 -1: %q", got)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("the first call did not end")
+	}
+}
+
+// TestSessionSandboxCredentialAppears: a credential file created between
+// two calls is masked in the second (its plan differs, so the holder is
+// built again before it runs).
+func TestSessionSandboxCredentialAppears(t *testing.T) {
+	s, f := sessionLauncher(t)
+	key := filepath.Join(f.home, ".ssh", "id_ed25519")
+	out, _ := runSh(t, s, "cat "+key+" 2>&1; echo end")
+	if strings.Contains(out, "SECRET") {
+		t.Fatalf("secret before it was written: %q", out)
+	}
+	before := currentBox(s)
+	mustWrite(t, key, "SECRET\n")
+	out, _ = runSh(t, s, "cat "+key+" 2>&1; echo end")
+	if strings.Contains(out, "SECRET") {
+		t.Errorf("a credential file that appeared between calls was readable in the next: %q", out)
+	}
+	if currentBox(s) == before {
+		t.Error("the holder was not rebuilt for the new plan")
+	}
+}
+
+// TestSessionSandboxNestedRepoPinned: a repository created in the worktree
+// between two calls is pinned in the second (its config read-only), and the
+// git sweep still runs after the call: a git dir the call renamed is set
+// aside, as after a bubblewrap of its own.
+func TestSessionSandboxNestedRepoPinned(t *testing.T) {
+	s, f := sessionLauncher(t)
+	runSh(t, s, "true")
+	before := currentBox(s)
+	nested := filepath.Join(f.work, "sub")
+	gitRepo(t, f.home, nested)
+	cfg := readFile(t, filepath.Join(nested, ".git", "config"))
+	out, res := runSh(t, s, `echo '[core]' >> sub/.git/config && echo wrote-config; echo end`)
+	if strings.Contains(out, "wrote-config") {
+		t.Errorf("the nested repository was not pinned in the next call: %q", out)
+	}
+	if got := readFile(t, filepath.Join(nested, ".git", "config")); got != cfg {
+		t.Errorf("the nested config changed: %q", got)
+	}
+	if currentBox(s) == before {
+		t.Error("the holder was not rebuilt for the new plan")
+	}
+	out, res = runSh(t, s, `mv sub/.git sub/.git-moved && echo moved-git`)
+	if strings.Contains(out, "moved-git") && len(res.Quarantined) == 0 {
+		t.Errorf("a git dir renamed in the session sandbox was not swept: %q %+v", out, res)
+	}
 }
