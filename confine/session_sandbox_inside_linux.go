@@ -94,7 +94,10 @@ func RunSessionSpawner(args []string) int {
 			Env:   []string{"GOMAXPROCS=1", "GOGC=400"},
 			Files: []uintptr{0, 1, 2, spawnerReqFD, uintptr(taken[1])},
 			Sys: &syscall.SysProcAttr{
-				Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS,
+				// Per call, as a bubblewrap of its own would have them:
+				// PID, mount, network (a loopback of its own), IPC and
+				// UTS namespaces; made ahead of the call.
+				Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS,
 				Pdeathsig:  syscall.SIGKILL,
 			},
 		}
@@ -151,6 +154,9 @@ func RunSessionSlot(args []string) int {
 	const procFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
 	if err := unix.Mount("proc", "/proc", "proc", procFlags, ""); err != nil {
 		return die("mount /proc", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return die("bring up the loopback", err)
 	}
 	// What bubblewrap covers in every procfs it mounts: read-only.
 	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"} {
@@ -242,6 +248,24 @@ func RunSessionSlot(args []string) int {
 			return 0
 		}
 	}
+}
+
+// loopbackUp brings up the interface lo of the slot's network namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
 
 // forkConfined starts the command from a thread of its own that first

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,6 +41,12 @@ type sessionBox struct {
 	hold   *os.File  // the spawner's stdin: closing it ends the holder
 	req    *os.File  // the server's end of the request socket
 	exited chan struct{}
+	// spawner is the holder's PID 1 (host pid) and mounts the mount IDs of
+	// its mount namespace when it was built: a mount detached since (the
+	// host renamed or removed what a mask or pin covers, which detaches
+	// the mount in every other namespace) makes the holder stale.
+	spawner int
+	mounts  string
 	// Guarded by the launcher's sbMu.
 	refs    int  // calls running in it
 	retired bool // replaced: ends when refs drops to zero
@@ -198,7 +205,7 @@ func (s *Launcher) acquireBox(p *Policy, sc *sessionCall) (*sessionBox, error) {
 			alive = false
 		default:
 		}
-		if alive && b.key == key {
+		if alive && b.key == key && b.mountsIntact() {
 			b.refs++
 			return b, nil
 		}
@@ -318,6 +325,10 @@ func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox
 		}
 	}
 	if r.err == nil {
+		b.spawner = r.pid
+		b.mounts, r.err = mountIDs(r.pid)
+	}
+	if r.err == nil {
 		_, r.err = inW.Write([]byte{'g'})
 	}
 	if r.err != nil {
@@ -325,6 +336,29 @@ func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox
 		return nil, fmt.Errorf("%w: the session sandbox: %v", ErrSandboxSetup, r.err)
 	}
 	return b, nil
+}
+
+// mountsIntact reports whether every mount the holder was built with is
+// still there.
+func (b *sessionBox) mountsIntact() bool {
+	m, err := mountIDs(b.spawner)
+	return err == nil && m == b.mounts
+}
+
+// mountIDs lists the mount IDs of pid's mount namespace, in order.
+func mountIDs(pid int) (string, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("the holder's mounts: %w", err)
+	}
+	var b strings.Builder
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if id, _, ok := strings.Cut(line, " "); ok {
+			b.WriteString(id)
+			b.WriteByte(' ')
+		}
+	}
+	return b.String(), nil
 }
 
 // end ends the holder (every call still in it dies with its PID
@@ -365,6 +399,14 @@ func (s *Launcher) runSession(ctx context.Context, c Command, began time.Time) (
 		return Result{ExitCode: -1}, true, err
 	}
 	b, err := s.acquireBox(p, sc)
+	if errors.Is(err, ErrSandboxSetup) {
+		// A host socket of the plan may have vanished before bubblewrap
+		// mounted over it (launcher_retry.go): inspect and build again,
+		// once.
+		if sc, err = s.sessionPrepare(p, c); err == nil {
+			b, err = s.acquireBox(p, sc)
+		}
+	}
 	if err != nil {
 		return Result{ExitCode: -1}, true, err
 	}

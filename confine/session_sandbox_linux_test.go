@@ -181,3 +181,30 @@ func TestSessionSandboxNestedRepoPinned(t *testing.T) {
 		t.Errorf("a git dir renamed in the session sandbox was not swept: %q %+v", out, res)
 	}
 }
+
+// TestSessionSandboxMaskDetached: a credential file the host replaces by a
+// rename between two calls (which detaches the holder's mask over it) is
+// still masked in the next call: the holder is built again.
+func TestSessionSandboxMaskDetached(t *testing.T) {
+	s, f := sessionLauncher(t)
+	key := filepath.Join(f.home, ".claude", ".credentials.json") // masked file-exact
+	mustWrite(t, key, "OLD-SECRET\n")
+	out, _ := runSh(t, s, "cat "+key+" 2>&1; grep -c . /proc/self/mountinfo; echo end")
+	t.Logf("first: %q", out)
+	if strings.Contains(out, "SECRET") {
+		t.Fatalf("the credential was readable: %q", out)
+	}
+	before := currentBox(s)
+	mustWrite(t, key+".new", "NEW-SECRET\n")
+	if err := os.Rename(key+".new", key); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = runSh(t, s, "cat "+key+" 2>&1; grep -c . /proc/self/mountinfo; echo end")
+	t.Logf("second: %q", out)
+	if strings.Contains(out, "SECRET") {
+		t.Errorf("a credential renamed into place between calls was readable in the next: %q", out)
+	}
+	if currentBox(s) == before {
+		t.Error("the holder was not rebuilt")
+	}
+}
