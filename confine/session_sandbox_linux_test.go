@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -206,5 +207,43 @@ func TestSessionSandboxMaskDetached(t *testing.T) {
 	}
 	if currentBox(s) == before {
 		t.Error("the holder was not rebuilt")
+	}
+}
+
+// TestSessionSandboxTimeout: a call's timeout kills its whole tree, a
+// process that left its session (setsid) included; the session's next
+// call runs.
+func TestSessionSandboxTimeout(t *testing.T) {
+	s, _ := sessionLauncher(t)
+	var out bytes.Buffer
+	res, err := s.Run(context.Background(), Command{Args: []string{"/bin/sh", "-c", "setsid sleep 41.75 & sleep 41.75"},
+		Stdout: &out, Stderr: &out, Timeout: 500 * time.Millisecond})
+	if err != nil || !res.TimedOut {
+		t.Fatalf("run: %v, %+v", err, res)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left, _ := exec.Command("pgrep", "-f", "sleep 41.75").Output()
+		if len(bytes.TrimSpace(left)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left running after the timeout: %s", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out, res := runSh(t, s, "echo next"); out != "next\n" || res.ExitCode != 0 {
+		t.Errorf("the next call: %q %+v", out, res)
+	}
+}
+
+// TestSessionSandboxProcMasks: the slot's own /proc carries the plan's
+// masks (the call's init's memory is covered: nothing is read from it) and
+// bubblewrap's read-only covers.
+func TestSessionSandboxProcMasks(t *testing.T) {
+	s, _ := sessionLauncher(t)
+	out, _ := runSh(t, s, "head -c16 /proc/1/mem 2>/dev/null | wc -c; grep -c ' /proc/1/mem ' /proc/self/mountinfo; (echo 1 > /proc/sys/kernel/ns_last_pid) 2>/dev/null && echo wrote-sysctl; echo end")
+	if out != "0\n1\nend\n" {
+		t.Errorf("%q", out)
 	}
 }
