@@ -234,7 +234,10 @@ func (s *Launcher) SetStartObserver(f func(time.Duration)) {
 // v1, a thread inside it that starts its sandboxes (prepared in the
 // background; until then each spawn's thread enters the cgroup itself).
 // Without it only a root server's sandboxes share a limit. Close stops it.
-func (s *Launcher) StartSpawner() { s.be.startSpawner(s) }
+func (s *Launcher) StartSpawner() {
+	s.sb.server.Store(true) // a server's session: session sandboxes may serve it
+	s.be.startSpawner(s)
+}
 
 // Close kills every process still running under the session, releases
 // what its backend holds and removes its scratch directory (unless

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,6 +58,9 @@ type sessionBoxes struct {
 	mu     sync.Mutex // guards box and the boxes' refs and retired
 	box    *sessionBox
 	closed bool
+	// server: StartSpawner was called (a server's session, which lives
+	// long enough to amortise its holder; a one-shot exec does not).
+	server atomic.Bool
 }
 
 // sessionEligible says whether c may run in the session sandbox: a
@@ -64,7 +68,7 @@ type sessionBoxes struct {
 // namespace holds only a loopback), under a session that has no shared
 // loopback of its own.
 func (s *Launcher) sessionEligible(p *Policy, c Command) bool {
-	if !sessionSandboxOn() || p.Mode() == ModeOff || c.Terminal || c.Network == NetworkHost {
+	if !sessionSandboxOn() || !s.sb.server.Load() || p.Mode() == ModeOff || c.Terminal || c.Network == NetworkHost {
 		return false
 	}
 	if p.Network() != NetworkOff && c.Network != NetworkOff {

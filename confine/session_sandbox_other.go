@@ -6,11 +6,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 )
 
 // sessionBoxes: session sandboxes are Linux-only in this build.
-type sessionBoxes struct{}
+type sessionBoxes struct {
+	server atomic.Bool // StartSpawner was called
+}
 
 func (s *Launcher) runSession(ctx context.Context, c Command, began time.Time) (Result, bool, error) {
 	return Result{}, false, nil
