@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -19,11 +20,14 @@ import (
 //   - the spawner, the holder's only command (PID 1 of the session's PID
 //     namespace, with the capabilities of the session's user namespace and
 //     no seccomp filter yet), keeps idle slots ready;
-//   - a slot, started by the spawner in a PID and mount namespace of its
-//     own, mounts that namespace's /proc, waits for one request, applies
-//     the per-call confinement to the thread that forks the command (the
-//     /proc masks, the resource limits, every capability dropped, the
-//     seccomp filter) and stays the call's init until the command ends.
+//   - a slot, started by the spawner in PID, mount, network, IPC and UTS
+//     namespaces of its own, mounts that PID namespace's /proc, waits for
+//     one request, applies the per-call confinement (the /proc masks, the
+//     resource limits, the working directory, a session of its own; then,
+//     on the thread that execs, every capability dropped and the seccomp
+//     filter) and becomes the command: the call's init, whose end ends
+//     every process of the call. The spawner, its parent, reports how it
+//     ended to the server.
 //
 // Neither loads configuration or trusts anything but the server's
 // descriptors.
@@ -61,7 +65,6 @@ type slotMask struct {
 const (
 	slotHello = 'h' // the slot took the request (its credentials ride along)
 	slotGo    = 'g' // the server: run it
-	slotExit  = 'x' // followed by the command's wait status, 4 bytes
 	slotFail  = 'f' // followed by why the command could not start
 )
 
@@ -82,6 +85,12 @@ func RunSessionSpawner(args []string) int {
 	var b [1]byte
 	if n, _ := os.Stdin.Read(b[:]); n != 1 || b[0] != 'g' {
 		return 0
+	}
+	var outMu sync.Mutex // guards writes of reports to stdout
+	report := func(pid int, ws uint32) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		_, _ = fmt.Fprintf(os.Stdout, "%d %d\n", pid, ws)
 	}
 	var taken [2]int
 	if err := unix.Pipe2(taken[:], unix.O_CLOEXEC); err != nil {
@@ -109,9 +118,16 @@ func RunSessionSpawner(args []string) int {
 		go func() {
 			var ws syscall.WaitStatus
 			for {
-				if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
-					return
+				_, err := syscall.Wait4(pid, &ws, 0, nil)
+				if err == syscall.EINTR {
+					continue
 				}
+				if err == nil {
+					// How the call ended (the slot became its command):
+					// its pid here and its wait status, to the server.
+					report(pid, uint32(ws))
+				}
+				return
 			}
 		}()
 	}
@@ -222,80 +238,41 @@ func RunSessionSlot(args []string) int {
 			return fail(fmt.Sprintf("resource limit %d", l[0]), err)
 		}
 	}
+	for i, fd := range fds[1:] {
+		if err := unix.Dup3(fd, i, 0); err != nil {
+			return fail("standard descriptors", err)
+		}
+	}
+	if err := unix.Chdir(rq.Dir); err != nil {
+		return fail("working directory", err)
+	}
+	if !rq.NoSession {
+		if _, err := unix.Setsid(); err != nil {
+			return fail("new session", err)
+		}
+	}
 	path, err := lookInside(rq.Args[0], rq.Env)
 	if err != nil {
-		_, _ = fmt.Fprintf(os.NewFile(uintptr(fds[3]), "stderr"), "evener-mcp: execvp %s: %v\n", rq.Args[0], err)
-		_, _ = unix.Write(ctl, append([]byte{slotExit}, waitBytes(127<<8)...))
-		return 0
+		fmt.Fprintf(os.Stderr, "evener-mcp: execvp %s: %v\n", rq.Args[0], err)
+		return 127
 	}
-	pid, err := forkConfined(path, rq, fds[1:])
-	if err != nil {
-		return fail("start "+filepath.Base(path), err)
-	}
-	// The call's init: reap whatever is orphaned here until the command
-	// ends; then the namespace, and all that is left in it, ends with us.
-	for {
-		var ws syscall.WaitStatus
-		wp, err := syscall.Wait4(-1, &ws, 0, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return fail("wait", err)
-		}
-		if wp == pid {
-			_, _ = unix.Write(ctl, append([]byte{slotExit}, waitBytes(uint32(ws))...))
-			return 0
-		}
-	}
+	err = execConfined(path, rq)
+	return fail("exec "+filepath.Base(path), err)
 }
 
-// loopbackUp brings up the interface lo of the slot's network namespace.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
+// execConfined execs the command from a locked thread that first gives up
+// every capability and loads the seccomp filter: execve keeps the calling
+// thread's credentials and filter (the slot's other threads end with it).
+// It returns only on failure.
+func execConfined(path string, rq slotRequest) error {
+	runtime.LockOSThread()
+	if err := dropThreadCaps(); err != nil {
+		return fmt.Errorf("drop capabilities: %w", err)
 	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
+	if err := loadSeccomp(rq.Seccomp); err != nil {
+		return fmt.Errorf("seccomp: %w", err)
 	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return err
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
-}
-
-// forkConfined starts the command from a thread of its own that first
-// gives up every capability and loads the seccomp filter: the command
-// inherits that thread's state (the other threads of the slot keep theirs,
-// and the thread is never reused: it ends locked).
-func forkConfined(path string, rq slotRequest, stdio []int) (int, error) {
-	type res struct {
-		pid int
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		if err := dropThreadCaps(); err != nil {
-			ch <- res{0, fmt.Errorf("drop capabilities: %w", err)}
-			return
-		}
-		if err := loadSeccomp(rq.Seccomp); err != nil {
-			ch <- res{0, fmt.Errorf("seccomp: %w", err)}
-			return
-		}
-		attr := &syscall.ProcAttr{Dir: rq.Dir, Env: rq.Env,
-			Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},
-			Sys:   &syscall.SysProcAttr{Setsid: !rq.NoSession}}
-		pid, err := syscall.ForkExec(path, rq.Args, attr)
-		ch <- res{pid, err}
-	}()
-	r := <-ch
-	return r.pid, r.err
+	return syscall.Exec(path, rq.Args, rq.Env)
 }
 
 // dropThreadCaps empties the calling thread's bounding, ambient,
@@ -383,10 +360,6 @@ func lookInside(name string, env []string) (string, error) {
 	return "", unix.ENOENT
 }
 
-func waitBytes(ws uint32) []byte {
-	return []byte{byte(ws), byte(ws >> 8), byte(ws >> 16), byte(ws >> 24)}
-}
-
 // rightsOf parses the descriptors of an SCM_RIGHTS message.
 func rightsOf(oob []byte) ([]int, error) {
 	msgs, err := unix.ParseSocketControlMessage(oob)
@@ -401,4 +374,22 @@ func rightsOf(oob []byte) ([]int, error) {
 		}
 	}
 	return fds, nil
+}
+
+// loopbackUp brings up the interface lo of the slot's network namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,11 @@ type sessionBox struct {
 	// the mount in every other namespace) makes the holder stale.
 	spawner int
 	mounts  string
+	cgroup  string // the session's pids cgroup each call's slot joins (root servers)
+
+	wmu     sync.Mutex          // guards waiters and reported
+	waiters map[int]chan uint32 // a running call's slot (pid in the holder) -> its wait status
+	gone    chan struct{}       // closed when the spawner's reports end
 	// Guarded by the launcher's sbMu.
 	refs    int  // calls running in it
 	retired bool // replaced: ends when refs drops to zero
@@ -277,7 +283,6 @@ func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox
 		inW.Close()
 		return nil, err
 	}
-	defer outR.Close()
 	args := append(append([]string{"bwrap"}, sc.holderArgs...), "--", exe, SpawnerSubcommand)
 	// No parent-death signal (it follows the forking thread, which Go may
 	// end): the holder ends when its stdin closes (the server's Close, or
@@ -294,7 +299,8 @@ func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox
 		reqS.Close()
 		return nil, fmt.Errorf("%w: start the session sandbox: %v", ErrSandboxSetup, err)
 	}
-	b := &sessionBox{key: key, cmd: cmd, hold: inW, req: reqS, exited: make(chan struct{})}
+	b := &sessionBox{key: key, cmd: cmd, hold: inW, req: reqS, exited: make(chan struct{}),
+		waiters: map[int]chan uint32{}, gone: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(b.exited) }()
 	type ready struct {
 		pid int
@@ -302,15 +308,21 @@ func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox
 	}
 	got := make(chan ready, 1)
 	go func() {
+		defer outR.Close()
+		defer close(b.gone)
+		br := bufio.NewReader(outR)
 		pid, err := readChildPID(infoR)
 		if err == nil {
 			var line string
-			line, err = bufio.NewReader(outR).ReadString('\n')
+			line, err = br.ReadString('\n')
 			if err == nil && strings.TrimSpace(line) != "ready" {
 				err = fmt.Errorf("spawner said %q", strings.TrimSpace(line))
 			}
 		}
 		got <- ready{pid, err}
+		if err == nil {
+			b.readReports(br)
+		}
 	}()
 	var r ready
 	select {
@@ -322,10 +334,9 @@ func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox
 		// RLIMIT_NPROC does not bind host uid 0: the session's pids
 		// cgroup does, joined before any slot exists.
 		if _, perr := PidsCgroup(); perr == nil {
-			var cg string
-			if cg, r.err = s.be.sessionCgroup(s); r.err == nil {
-				r.err = joinPidsCgroup(cg, cmd.Process.Pid, r.pid)
-			}
+			// Each call's slot joins it before its command runs; the
+			// holder, the spawner and the idle slots stay out of it.
+			b.cgroup, r.err = s.be.sessionCgroup(s)
 		}
 	}
 	if r.err == nil {
@@ -340,6 +351,79 @@ func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox
 		return nil, fmt.Errorf("%w: the session sandbox: %v", ErrSandboxSetup, r.err)
 	}
 	return b, nil
+}
+
+// readReports delivers the spawner's "pid status" lines to the calls
+// waiting for them.
+func (b *sessionBox) readReports(br *bufio.Reader) {
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		pid, e1 := strconv.Atoi(f[0])
+		ws, e2 := strconv.ParseUint(f[1], 10, 32)
+		if e1 != nil || e2 != nil {
+			continue
+		}
+		b.wmu.Lock()
+		ch := b.waiters[pid]
+		delete(b.waiters, pid)
+		b.wmu.Unlock()
+		if ch != nil {
+			ch <- uint32(ws)
+		}
+	}
+}
+
+// await registers a call's slot (its pid in the holder's PID namespace).
+func (b *sessionBox) await(pid int) chan uint32 {
+	ch := make(chan uint32, 1)
+	b.wmu.Lock()
+	b.waiters[pid] = ch
+	b.wmu.Unlock()
+	return ch
+}
+
+// holderPID is the pid, in the holder's PID namespace, of host pid pid.
+func holderPID(pid int) (int, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			if f := strings.Fields(rest); len(f) >= 2 {
+				return strconv.Atoi(f[1])
+			}
+		}
+	}
+	return 0, errors.New("no NSpid")
+}
+
+// holderTasks counts the tasks of the holder's own processes: the
+// spawner and the slots that are still this binary. A user server's
+// RLIMIT_NPROC counts them with the commands' (docs/speed.md).
+func (b *sessionBox) holderTasks() int {
+	self := "/proc/" + strconv.Itoa(b.spawner)
+	exe, _ := os.Readlink(self + "/exe")
+	n := 0
+	tids, _ := os.ReadDir(self + "/task")
+	n += len(tids)
+	for _, t := range tids {
+		kids, _ := os.ReadFile(self + "/task/" + t.Name() + "/children")
+		for _, k := range strings.Fields(string(kids)) {
+			if e, _ := os.Readlink("/proc/" + k + "/exe"); e == exe && exe != "" {
+				ts, _ := os.ReadDir("/proc/" + k + "/task")
+				n += len(ts)
+			}
+		}
+	}
+	return n
 }
 
 // mountsIntact reports whether every mount the holder was built with is
@@ -447,7 +531,19 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 		return fail(err)
 	}
 	defer st.closeParent()
-	payload, err := json.Marshal(sc.req)
+	rq := sc.req
+	if b.cgroup == "" && !s.p.Load().host.RunAsRoot {
+		// RLIMIT_NPROC counts every task of the session's uid in the
+		// holder's user namespace, the holder's own among them: they are
+		// added to procs.
+		rq.Limits = slices.Clone(rq.Limits)
+		for i, l := range rq.Limits {
+			if l[0] == unix.RLIMIT_NPROC {
+				rq.Limits[i][1] = min(l[1]+uint64(b.holderTasks()), limitValue(unix.RLIMIT_NPROC, 1<<40))
+			}
+		}
+	}
+	payload, err := json.Marshal(rq)
 	if err != nil {
 		unix.Close(pair[1])
 		st.closeChild()
@@ -477,6 +573,18 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 		return fail(fmt.Errorf("%w: the session sandbox's answer: %v", ErrSandboxSetup, err))
 	}
 	_ = ctl.SetReadDeadline(time.Time{})
+	hpid, err := holderPID(pid)
+	if err != nil {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		return fail(fmt.Errorf("%w: the call's slot: %v", ErrSandboxSetup, err))
+	}
+	ended := b.await(hpid)
+	if b.cgroup != "" {
+		if err := joinPidsCgroup(b.cgroup, pid); err != nil {
+			_ = unix.Kill(pid, unix.SIGKILL)
+			return fail(fmt.Errorf("%w: %v", ErrSandboxSetup, err))
+		}
+	}
 	sp := &spawn{cmd: &exec.Cmd{}, sandboxed: true, began: began, pid: pid}
 	s.mu.Lock()
 	if s.closed {
@@ -503,45 +611,49 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 		observe(time.Since(began))
 	}
 	Phase("wait")
-	type end struct {
-		msg []byte
-		err error
-	}
-	done := make(chan end, 1)
+	// The control socket closes when the slot execs the command (it is
+	// close-on-exec) or says why it could not.
+	failed := make(chan []byte, 1)
 	go func() {
 		buf := make([]byte, 4096)
-		n, err := ctl.Read(buf)
-		done <- end{buf[:max(n, 0)], err}
+		n, _ := ctl.Read(buf)
+		failed <- buf[:max(n, 0)]
 	}()
 	var res Result
-	var e end
+	var ws uint32
+	status := false
 	select {
-	case e = <-done:
+	case ws = <-ended:
+		status = true
+	case <-b.gone:
 	case <-ctx.Done():
 		s.mu.Lock()
 		killTree(sp)
 		s.mu.Unlock()
-		e = <-done
+		select {
+		case ws = <-ended:
+			status = true
+		case <-b.gone:
+		}
 		res.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
 	}
 	st.wait(2 * time.Second)
 	Phase("waited")
 	res.Duration = time.Since(start)
+	if msg := <-failed; len(msg) > 0 && msg[0] == slotFail {
+		return Result{ExitCode: -1}, fmt.Errorf("%w: %s", ErrSandboxSetup, msg[1:])
+	}
+	w := syscall.WaitStatus(ws)
 	switch {
-	case len(e.msg) == 5 && e.msg[0] == slotExit:
-		ws := syscall.WaitStatus(uint32(e.msg[1]) | uint32(e.msg[2])<<8 | uint32(e.msg[3])<<16 | uint32(e.msg[4])<<24)
-		res.ExitCode = ws.ExitStatus()
-		if ws.Signaled() {
-			res.Signal = ws.Signal().String()
-			res.ExitCode = 128 + int(ws.Signal())
-		}
-	case len(e.msg) > 0 && e.msg[0] == slotFail:
-		return Result{ExitCode: -1}, fmt.Errorf("%w: %s", ErrSandboxSetup, e.msg[1:])
-	default:
-		// The call's init died without a word: it was killed (timeout,
-		// Close).
+	case !status:
+		// The holder ended under the call (Close).
 		res.Signal = syscall.SIGKILL.String()
 		res.ExitCode = 128 + int(syscall.SIGKILL)
+	case w.Signaled():
+		res.Signal = w.Signal().String()
+		res.ExitCode = 128 + int(w.Signal())
+	default:
+		res.ExitCode = w.ExitStatus()
 	}
 	return res, nil
 }
