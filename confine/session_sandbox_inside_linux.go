@@ -64,7 +64,9 @@ type slotMask struct {
 // Slot messages on the control socket.
 const (
 	slotHello = 'h' // the slot took the request (its credentials ride along)
-	slotGo    = 'g' // the server: run it
+	slotGo    = 'g' // the server: go on
+	slotArmed = 'a' // the slot is confined and about to exec
+	slotExec  = 'e' // the server: exec (the call's cgroup is joined)
 	slotFail  = 'f' // followed by why the command could not start
 )
 
@@ -256,7 +258,7 @@ func RunSessionSlot(args []string) int {
 		fmt.Fprintf(os.Stderr, "evener-mcp: execvp %s: %v\n", rq.Args[0], err)
 		return 127
 	}
-	err = execConfined(path, rq)
+	err = execConfined(path, rq, ctl)
 	return fail("exec "+filepath.Base(path), err)
 }
 
@@ -264,7 +266,11 @@ func RunSessionSlot(args []string) int {
 // every capability and loads the seccomp filter: execve keeps the calling
 // thread's credentials and filter (the slot's other threads end with it).
 // It returns only on failure.
-func execConfined(path string, rq slotRequest) error {
+//
+// Between arming and exec the slot waits for the server, which moves it
+// into the session's pids cgroup then (root servers): by then the slot
+// needs no new thread, which a full cgroup would refuse it.
+func execConfined(path string, rq slotRequest, ctl int) error {
 	runtime.LockOSThread()
 	if err := dropThreadCaps(); err != nil {
 		return fmt.Errorf("drop capabilities: %w", err)
@@ -272,7 +278,27 @@ func execConfined(path string, rq slotRequest) error {
 	if err := loadSeccomp(rq.Seccomp); err != nil {
 		return fmt.Errorf("seccomp: %w", err)
 	}
-	return syscall.Exec(path, rq.Args, rq.Env)
+	argv, err := syscall.SlicePtrFromStrings(rq.Args)
+	if err != nil {
+		return err
+	}
+	envv, err := syscall.SlicePtrFromStrings(rq.Env)
+	if err != nil {
+		return err
+	}
+	p, err := syscall.BytePtrFromString(path)
+	if err != nil {
+		return err
+	}
+	if _, err := unix.Write(ctl, []byte{slotArmed}); err != nil {
+		return err
+	}
+	var b [1]byte
+	if n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(ctl), uintptr(unsafe.Pointer(&b[0])), 1); e != 0 || n != 1 || b[0] != slotExec {
+		return fmt.Errorf("no go-ahead to exec")
+	}
+	_, _, e := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])))
+	return e
 }
 
 // dropThreadCaps empties the calling thread's bounding, ambient,

@@ -579,12 +579,6 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 		return fail(fmt.Errorf("%w: the call's slot: %v", ErrSandboxSetup, err))
 	}
 	ended := b.await(hpid)
-	if b.cgroup != "" {
-		if err := joinPidsCgroup(b.cgroup, pid); err != nil {
-			_ = unix.Kill(pid, unix.SIGKILL)
-			return fail(fmt.Errorf("%w: %v", ErrSandboxSetup, err))
-		}
-	}
 	sp := &spawn{cmd: &exec.Cmd{}, sandboxed: true, began: began, pid: pid}
 	s.mu.Lock()
 	if s.closed {
@@ -604,6 +598,41 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 	}
 	start := time.Now()
 	if _, err := ctl.Write([]byte{slotGo}); err != nil {
+		return fail(fmt.Errorf("%w: release the call: %v", ErrSandboxSetup, err))
+	}
+	// The slot arms (limits, descriptors, no capabilities, seccomp), then
+	// waits for the go-ahead to exec: a root server's call joins the
+	// session's pids cgroup now.
+	n, err = ctl.Read(msg)
+	if err != nil || n < 1 || msg[0] != slotArmed {
+		s.mu.Lock()
+		killTree(sp)
+		s.mu.Unlock()
+		if n > 1 && msg[0] == slotFail {
+			return fail(fmt.Errorf("%w: %s", ErrSandboxSetup, msg[1:n]))
+		}
+		if n == 0 && err == io.EOF {
+			// The slot exited before arming: the command is not found
+			// (its message is in the output) or a limit failed.
+			select {
+			case ws := <-ended:
+				st.startCopies()
+				st.wait(2 * time.Second)
+				return Result{ExitCode: syscall.WaitStatus(ws).ExitStatus()}, nil
+			case <-time.After(loopbackReadyTimeout):
+			}
+		}
+		return fail(fmt.Errorf("%w: the call's slot did not arm: %v", ErrSandboxSetup, err))
+	}
+	if b.cgroup != "" {
+		if err := joinPidsCgroup(b.cgroup, pid); err != nil {
+			s.mu.Lock()
+			killTree(sp)
+			s.mu.Unlock()
+			return fail(fmt.Errorf("%w: %v", ErrSandboxSetup, err))
+		}
+	}
+	if _, err := ctl.Write([]byte{slotExec}); err != nil {
 		return fail(fmt.Errorf("%w: release the call: %v", ErrSandboxSetup, err))
 	}
 	st.startCopies()

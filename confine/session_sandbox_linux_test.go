@@ -247,3 +247,17 @@ func TestSessionSandboxProcMasks(t *testing.T) {
 		t.Errorf("%q", out)
 	}
 }
+
+// TestSessionSandboxNotFound: a command that is not there ends with 127
+// and says so, like a bubblewrap's execvp failure; the next call runs.
+func TestSessionSandboxNotFound(t *testing.T) {
+	s, _ := sessionLauncher(t)
+	var out bytes.Buffer
+	res, err := s.Run(context.Background(), Command{Args: []string{"no-such-command-here"}, Stdout: &out, Stderr: &out, Timeout: 20 * time.Second})
+	if err != nil || res.ExitCode != 127 || !strings.Contains(out.String(), "no-such-command-here") {
+		t.Errorf("%v %+v %q", err, res, out.String())
+	}
+	if out, _ := runSh(t, s, "echo next"); out != "next\n" {
+		t.Errorf("next: %q", out)
+	}
+}
