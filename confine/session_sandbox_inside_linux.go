@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -175,6 +177,13 @@ func RunSessionSlot(args []string) int {
 	}
 	if err := loopbackUp(); err != nil {
 		return die("bring up the loopback", err)
+	}
+	// A /tmp and a /dev/shm of the call's own, as a bubblewrap of its own
+	// would have: what the plan mounts below /tmp moves onto the new one.
+	for _, d := range []string{"/tmp", "/dev/shm"} {
+		if err := freshTmpfs(d); err != nil {
+			return die("a private "+d, err)
+		}
 	}
 	// What bubblewrap covers in every procfs it mounts: read-only.
 	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"} {
@@ -418,4 +427,144 @@ func loopbackUp() error {
 	}
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// mountEntry is one line of mountinfo: where, its mount options, its
+// filesystem type and its superblock options.
+type mountEntry struct {
+	point, opts, fstype, super string
+}
+
+func readMountinfo() ([]mountEntry, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []mountEntry
+	for line := range strings.SplitSeq(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 10 {
+			continue
+		}
+		sep := slices.Index(f, "-")
+		if sep < 6 || sep+3 >= len(f) {
+			continue
+		}
+		out = append(out, mountEntry{point: unescapeMount(f[4]), opts: f[5], fstype: f[sep+1], super: f[sep+3]})
+	}
+	return out, nil
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// freshTmpfs mounts a new tmpfs over the tmpfs at dir, with its options,
+// and moves what was mounted below dir onto it (each topmost mount, with
+// what is mounted below it).
+func freshTmpfs(dir string) error {
+	ms, err := readMountinfo()
+	if err != nil {
+		return err
+	}
+	var top *mountEntry
+	var below []string
+	for i := range ms {
+		m := &ms[i]
+		switch {
+		case m.point == dir:
+			top = m
+			below = below[:0] // mounted over: what was below is hidden
+		case strings.HasPrefix(m.point, dir+"/"):
+			below = append(below, m.point)
+		}
+	}
+	if top == nil || top.fstype != "tmpfs" {
+		return nil // not a tmpfs of the plan's: left as it is
+	}
+	slices.Sort(below)
+	var keep []string
+	for _, p := range below {
+		if len(keep) > 0 && (p == keep[len(keep)-1] || strings.HasPrefix(p, keep[len(keep)-1]+"/")) {
+			continue
+		}
+		keep = append(keep, p)
+	}
+	type moved struct {
+		point string
+		fd    int
+		isDir bool
+	}
+	var mv []moved
+	defer func() {
+		for _, m := range mv {
+			unix.Close(m.fd)
+		}
+	}()
+	for _, p := range keep {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("clone %s: %w", p, err)
+		}
+		mv = append(mv, moved{p, fd, fi.IsDir()})
+	}
+	flags := uintptr(0)
+	for _, o := range strings.Split(top.opts, ",") {
+		switch o {
+		case "nosuid":
+			flags |= unix.MS_NOSUID
+		case "nodev":
+			flags |= unix.MS_NODEV
+		case "noexec":
+			flags |= unix.MS_NOEXEC
+		}
+	}
+	var data []string
+	for _, o := range strings.Split(top.super, ",") {
+		if k, _, _ := strings.Cut(o, "="); k == "size" || k == "mode" || k == "uid" || k == "gid" || k == "nr_inodes" {
+			data = append(data, o)
+		}
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", flags, strings.Join(data, ",")); err != nil {
+		return err
+	}
+	for _, m := range mv {
+		if err := os.MkdirAll(filepath.Dir(m.point), 0o755); err != nil {
+			return err
+		}
+		if m.isDir {
+			err = os.Mkdir(m.point, 0o755)
+		} else {
+			var f *os.File
+			if f, err = os.OpenFile(m.point, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+				f.Close()
+			}
+		}
+		if err != nil && !os.IsExist(err) {
+			return err
+		}
+		if err := unix.MoveMount(m.fd, "", unix.AT_FDCWD, m.point, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("move %s: %w", m.point, err)
+		}
+	}
+	return nil
 }

@@ -17,12 +17,18 @@ import (
 // commands run in the session sandbox (SessionSandboxEnv).
 func sessionLauncher(t *testing.T) (*Launcher, fixture) {
 	t.Helper()
+	return sessionLauncherUnder(t, "/var/tmp")
+}
+
+// sessionLauncherUnder is sessionLauncher with the fixture under parent.
+func sessionLauncherUnder(t *testing.T, parent string) (*Launcher, fixture) {
+	t.Helper()
 	t.Setenv(SessionSandboxEnv, "1")
 	h := Probe(ProbeFull, os.Environ())
 	if h.Unusable() != "" {
 		t.Skipf("no sandbox here: %s", h.Unusable())
 	}
-	f := newFixtureUnder(t, "/var/tmp")
+	f := newFixtureUnder(t, parent)
 	p, err := Resolve(f.spec(ModeWorkspaceWrite, NetworkOff), h)
 	if err != nil {
 		t.Fatal(err)
@@ -259,5 +265,23 @@ func TestSessionSandboxNotFound(t *testing.T) {
 	}
 	if out, _ := runSh(t, s, "echo next"); out != "next\n" {
 		t.Errorf("next: %q", out)
+	}
+}
+
+// TestSessionSandboxPrivateTmp: each call has a /tmp and a /dev/shm of its
+// own, as with a bubblewrap per call; what the plan binds below /tmp (here
+// the worktree and the scratch) is there, writable, in every call.
+func TestSessionSandboxPrivateTmp(t *testing.T) {
+	s, f := sessionLauncherUnder(t, "/tmp")
+	out, _ := runSh(t, s, "echo kept > /tmp/marker; echo kept > /dev/shm/marker; echo w > in-work; echo s > $TMPDIR/in-scratch; echo ok")
+	if out != "ok\n" {
+		t.Fatalf("first call: %q", out)
+	}
+	out, _ = runSh(t, s, "cat /tmp/marker /dev/shm/marker 2>/dev/null; cat in-work $TMPDIR/in-scratch")
+	if out != "w\ns\n" {
+		t.Errorf("second call: %q, want only the worktree's and the scratch's files", out)
+	}
+	if readFile(t, filepath.Join(f.work, "in-work")) != "w\n" {
+		t.Error("the worktree write did not reach the host")
 	}
 }
