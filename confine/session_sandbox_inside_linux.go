@@ -239,11 +239,23 @@ func RunSessionSlot(args []string) int {
 	if _, err := unix.Write(ctl, []byte{slotHello}); err != nil {
 		return 0
 	}
-	var g [1]byte
-	if n, _ := unix.Read(ctl, g[:]); n != 1 || g[0] != slotGo {
+	var g [32]byte
+	n, _ = unix.Read(ctl, g[:])
+	if n < 1 || g[0] != slotGo {
 		return 0
 	}
+	// The go-ahead may carry the process limit: a user server's adds the
+	// holder's own tasks to procs (RLIMIT_NPROC counts them too).
+	nproc := int64(-1)
+	if n > 1 {
+		if v, err := strconv.ParseInt(string(g[1:n]), 10, 64); err == nil {
+			nproc = v
+		}
+	}
 	for _, l := range rq.Limits {
+		if l[0] == unix.RLIMIT_NPROC && nproc >= 0 {
+			l[1] = uint64(nproc)
+		}
 		rl := syscall.Rlimit{Cur: l[1], Max: l[1]}
 		if err := syscall.Setrlimit(int(l[0]), &rl); err != nil {
 			return fail(fmt.Sprintf("resource limit %d", l[0]), err)

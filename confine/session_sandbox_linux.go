@@ -10,7 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"slices"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +50,9 @@ type sessionBox struct {
 	spawner int
 	mounts  string
 	cgroup  string // the session's pids cgroup each call's slot joins (root servers)
+
+	armMu  sync.Mutex   // guards arming
+	arming map[int]bool // host pids of slots a call holds (not idle)
 
 	wmu     sync.Mutex          // guards waiters and reported
 	waiters map[int]chan uint32 // a running call's slot (pid in the holder) -> its wait status
@@ -300,7 +303,7 @@ func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox
 		return nil, fmt.Errorf("%w: start the session sandbox: %v", ErrSandboxSetup, err)
 	}
 	b := &sessionBox{key: key, cmd: cmd, hold: inW, req: reqS, exited: make(chan struct{}),
-		waiters: map[int]chan uint32{}, gone: make(chan struct{})}
+		waiters: map[int]chan uint32{}, gone: make(chan struct{}), arming: map[int]bool{}}
 	go func() { _ = cmd.Wait(); close(b.exited) }()
 	type ready struct {
 		pid int
@@ -405,7 +408,7 @@ func holderPID(pid int) (int, error) {
 	return 0, errors.New("no NSpid")
 }
 
-// holderTasks counts the tasks of the holder's own processes: the
+// holderTasks (called with armMu held) counts the tasks of the holder's own processes: the
 // spawner and the slots that are still this binary. A user server's
 // RLIMIT_NPROC counts them with the commands' (docs/speed.md).
 func (b *sessionBox) holderTasks() int {
@@ -417,6 +420,9 @@ func (b *sessionBox) holderTasks() int {
 	for _, t := range tids {
 		kids, _ := os.ReadFile(self + "/task/" + t.Name() + "/children")
 		for _, k := range strings.Fields(string(kids)) {
+			if kp, _ := strconv.Atoi(k); b.arming[kp] {
+				continue
+			}
 			if e, _ := os.Readlink("/proc/" + k + "/exe"); e == exe && exe != "" {
 				ts, _ := os.ReadDir("/proc/" + k + "/task")
 				n += len(ts)
@@ -531,19 +537,7 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 		return fail(err)
 	}
 	defer st.closeParent()
-	rq := sc.req
-	if b.cgroup == "" && !s.p.Load().host.RunAsRoot {
-		// RLIMIT_NPROC counts every task of the session's uid in the
-		// holder's user namespace, the holder's own among them: they are
-		// added to procs.
-		rq.Limits = slices.Clone(rq.Limits)
-		for i, l := range rq.Limits {
-			if l[0] == unix.RLIMIT_NPROC {
-				rq.Limits[i][1] = min(l[1]+uint64(b.holderTasks()), limitValue(unix.RLIMIT_NPROC, 1<<40))
-			}
-		}
-	}
-	payload, err := json.Marshal(rq)
+	payload, err := json.Marshal(sc.req)
 	if err != nil {
 		unix.Close(pair[1])
 		st.closeChild()
@@ -597,7 +591,28 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 		c.OnStart()
 	}
 	start := time.Now()
-	if _, err := ctl.Write([]byte{slotGo}); err != nil {
+	goAhead := []byte{slotGo}
+	if !s.p.Load().host.RunAsRoot {
+		// RLIMIT_NPROC counts every task of the session's uid in the
+		// holder's user namespace, the holder's own among them (the
+		// spawner, the idle slots; not the slots of calls under way):
+		// they are added to procs.
+		b.armMu.Lock()
+		b.arming[pid] = true
+		reserve := b.holderTasks()
+		b.armMu.Unlock()
+		defer func() {
+			b.armMu.Lock()
+			delete(b.arming, pid)
+			b.armMu.Unlock()
+		}()
+		for _, l := range sc.req.Limits {
+			if l[0] == unix.RLIMIT_NPROC {
+				goAhead = strconv.AppendUint(goAhead, min(l[1]+uint64(reserve), limitValue(unix.RLIMIT_NPROC, 1<<40)), 10)
+			}
+		}
+	}
+	if _, err := ctl.Write(goAhead); err != nil {
 		return fail(fmt.Errorf("%w: release the call: %v", ErrSandboxSetup, err))
 	}
 	// The slot arms (limits, descriptors, no capabilities, seccomp), then
@@ -625,7 +640,13 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 		return fail(fmt.Errorf("%w: the call's slot did not arm: %v", ErrSandboxSetup, err))
 	}
 	if b.cgroup != "" {
-		if err := joinPidsCgroup(b.cgroup, pid); err != nil {
+		err := joinPidsCgroup(b.cgroup, pid)
+		if err == nil && cgroupOver(b.cgroup) {
+			// Joining is never refused, forking is: a call that
+			// would take the session past procs is refused instead.
+			err = fmt.Errorf("the session's process limit is reached: %w", unix.EAGAIN)
+		}
+		if err != nil {
 			s.mu.Lock()
 			killTree(sp)
 			s.mu.Unlock()
@@ -802,4 +823,17 @@ func (st *callStdio) closeParent() {
 	for _, f := range st.parent {
 		f.Close()
 	}
+}
+
+// cgroupOver reports whether the pids cgroup dir holds more tasks than its
+// pids.max.
+func cgroupOver(dir string) bool {
+	cur, err1 := os.ReadFile(filepath.Join(dir, "pids.current"))
+	lim, err2 := os.ReadFile(filepath.Join(dir, "pids.max"))
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	c, e1 := strconv.Atoi(strings.TrimSpace(string(cur)))
+	m, e2 := strconv.Atoi(strings.TrimSpace(string(lim)))
+	return e1 == nil && e2 == nil && c > m
 }
