@@ -76,6 +76,10 @@ const (
 // the server's go-ahead (a root server's pids cgroup is joined first), then
 // keeps slotsIdle slots waiting until the server closes stdin.
 func RunSessionSpawner(args []string) int {
+	if err := insideOnly(spawnerReqFD); err != nil {
+		fmt.Fprintln(os.Stderr, "evener-mcp spawner:", err)
+		return 125
+	}
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	exe, err := os.Executable()
 	if err != nil {
@@ -163,6 +167,10 @@ func RunSessionSpawner(args []string) int {
 
 // RunSessionSlot is one slot: PID 1 of its own PID namespace.
 func RunSessionSlot(args []string) int {
+	if err := insideOnly(slotReqFD); err != nil {
+		fmt.Fprintln(os.Stderr, "evener-mcp slot:", err)
+		return 125
+	}
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	die := func(what string, err error) int {
 		fmt.Fprintf(os.Stderr, "evener-mcp slot: %s: %v\n", what, err)
@@ -281,6 +289,21 @@ func RunSessionSlot(args []string) int {
 	}
 	err = execConfined(path, rq, ctl)
 	return fail("exec "+filepath.Base(path), err)
+}
+
+// insideOnly refuses to go on anywhere but where the server starts the
+// spawner and the slots: as PID 1 of a PID namespace of their own, with the
+// request socket (a SOCK_SEQPACKET Unix socket) at fd. Run by hand on a
+// host, a slot would otherwise mount over the host's /proc and /dev/shm.
+func insideOnly(fd int) error {
+	if os.Getpid() != 1 {
+		return fmt.Errorf("runs only inside a session sandbox (started by the server)")
+	}
+	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil || typ != unix.SOCK_SEQPACKET {
+		return fmt.Errorf("runs only inside a session sandbox (no request socket)")
+	}
+	return nil
 }
 
 // execConfined execs the command from a locked thread that first gives up
