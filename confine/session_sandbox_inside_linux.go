@@ -10,7 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -105,7 +107,9 @@ func RunSessionSpawner(args []string) int {
 		fmt.Fprintln(os.Stderr, "evener-mcp spawner:", err)
 		return 125
 	}
-	start := func() {
+	var failing atomic.Bool // the last slot start failed (said once)
+	var start func()
+	start = func() {
 		attr := &syscall.ProcAttr{
 			Dir:   "/",
 			Env:   []string{"GOMAXPROCS=1", "GOGC=400"},
@@ -120,9 +124,15 @@ func RunSessionSpawner(args []string) int {
 		}
 		pid, err := syscall.ForkExec(exe, []string{exe, SlotSubcommand}, attr)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "evener-mcp spawner: start a slot:", err)
+			// The session is at its process bound (EAGAIN): try again
+			// while calls end; a call waits for a slot meanwhile.
+			if failing.CompareAndSwap(false, true) {
+				fmt.Fprintln(os.Stderr, "evener-mcp spawner: start a slot:", err)
+			}
+			time.AfterFunc(50*time.Millisecond, start)
 			return
 		}
+		failing.Store(false)
 		go func() {
 			var ws syscall.WaitStatus
 			for {

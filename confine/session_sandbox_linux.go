@@ -337,9 +337,13 @@ func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox
 		// RLIMIT_NPROC does not bind host uid 0: the session's pids
 		// cgroup does, joined before any slot exists.
 		if _, perr := PidsCgroup(); perr == nil {
-			// Each call's slot joins it before its command runs; the
-			// holder, the spawner and the idle slots stay out of it.
-			b.cgroup, r.err = s.be.sessionCgroup(s)
+			// The holder joins it once, before any slot exists: every
+			// slot is born inside (a migration per call would cost
+			// milliseconds on cgroup v1). Its pids.max is procs plus the
+			// holder's own tasks (set at each call).
+			if b.cgroup, r.err = s.be.sessionCgroup(s); r.err == nil {
+				r.err = joinPidsCgroup(b.cgroup, cmd.Process.Pid, r.pid)
+			}
 		}
 	}
 	if r.err == nil {
@@ -592,11 +596,12 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 	}
 	start := time.Now()
 	goAhead := []byte{slotGo}
-	if !s.p.Load().host.RunAsRoot {
-		// RLIMIT_NPROC counts every task of the session's uid in the
-		// holder's user namespace, the holder's own among them (the
-		// spawner, the idle slots; not the slots of calls under way):
-		// they are added to procs.
+	if b.cgroup != "" || !s.p.Load().host.RunAsRoot {
+		// The session's bound (a user server's RLIMIT_NPROC in the
+		// holder's user namespace, a root server's pids cgroup) counts
+		// the holder's own tasks too (the holder's bwrap, the spawner,
+		// the idle slots; not the slots of calls under way): they are
+		// added to procs.
 		b.armMu.Lock()
 		b.arming[pid] = true
 		reserve := b.holderTasks()
@@ -606,18 +611,20 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 			delete(b.arming, pid)
 			b.armMu.Unlock()
 		}()
-		for _, l := range sc.req.Limits {
-			if l[0] == unix.RLIMIT_NPROC {
-				goAhead = strconv.AppendUint(goAhead, min(l[1]+uint64(reserve), limitValue(unix.RLIMIT_NPROC, 1<<40)), 10)
+		procs := s.p.Load().Limits().Procs
+		if b.cgroup != "" {
+			if err := os.WriteFile(filepath.Join(b.cgroup, "pids.max"), []byte(strconv.FormatInt(procs+int64(reserve)+1, 10)), 0); err != nil {
+				return fail(fmt.Errorf("%w: set pids.max: %v", ErrSandboxSetup, err))
 			}
+		} else {
+			goAhead = strconv.AppendUint(goAhead, min(uint64(procs)+uint64(reserve), limitValue(unix.RLIMIT_NPROC, 1<<40)), 10)
 		}
 	}
 	if _, err := ctl.Write(goAhead); err != nil {
 		return fail(fmt.Errorf("%w: release the call: %v", ErrSandboxSetup, err))
 	}
 	// The slot arms (limits, descriptors, no capabilities, seccomp), then
-	// waits for the go-ahead to exec: a root server's call joins the
-	// session's pids cgroup now.
+	// waits for the go-ahead to exec.
 	n, err = ctl.Read(msg)
 	if err != nil || n < 1 || msg[0] != slotArmed {
 		s.mu.Lock()
@@ -638,20 +645,6 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 			}
 		}
 		return fail(fmt.Errorf("%w: the call's slot did not arm: %v", ErrSandboxSetup, err))
-	}
-	if b.cgroup != "" {
-		err := joinPidsCgroup(b.cgroup, pid)
-		if err == nil && cgroupOver(b.cgroup) {
-			// Joining is never refused, forking is: a call that
-			// would take the session past procs is refused instead.
-			err = fmt.Errorf("the session's process limit is reached: %w", unix.EAGAIN)
-		}
-		if err != nil {
-			s.mu.Lock()
-			killTree(sp)
-			s.mu.Unlock()
-			return fail(fmt.Errorf("%w: %v", ErrSandboxSetup, err))
-		}
 	}
 	if _, err := ctl.Write([]byte{slotExec}); err != nil {
 		return fail(fmt.Errorf("%w: release the call: %v", ErrSandboxSetup, err))
@@ -823,17 +816,4 @@ func (st *callStdio) closeParent() {
 	for _, f := range st.parent {
 		f.Close()
 	}
-}
-
-// cgroupOver reports whether the pids cgroup dir holds more tasks than its
-// pids.max.
-func cgroupOver(dir string) bool {
-	cur, err1 := os.ReadFile(filepath.Join(dir, "pids.current"))
-	lim, err2 := os.ReadFile(filepath.Join(dir, "pids.max"))
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	c, e1 := strconv.Atoi(strings.TrimSpace(string(cur)))
-	m, e2 := strconv.Atoi(strings.TrimSpace(string(lim)))
-	return e1 == nil && e2 == nil && c > m
 }
