@@ -270,9 +270,16 @@ func RunSessionSlot(args []string) int {
 			nproc = v
 		}
 	}
+	var nprocLimit unix.Rlimit
 	for _, l := range rq.Limits {
-		if l[0] == unix.RLIMIT_NPROC && nproc >= 0 {
-			l[1] = uint64(nproc)
+		if l[0] == unix.RLIMIT_NPROC {
+			// Set last, by execConfined, right before execve: with it
+			// set, the Go runtime could not start a thread it needs.
+			if nproc >= 0 {
+				l[1] = uint64(nproc)
+			}
+			nprocLimit = unix.Rlimit{Cur: l[1], Max: l[1]}
+			continue
 		}
 		rl := syscall.Rlimit{Cur: l[1], Max: l[1]}
 		if err := syscall.Setrlimit(int(l[0]), &rl); err != nil {
@@ -297,7 +304,7 @@ func RunSessionSlot(args []string) int {
 		fmt.Fprintf(os.Stderr, "evener-mcp: execvp %s: %v\n", rq.Args[0], err)
 		return 127
 	}
-	err = execConfined(path, rq, ctl)
+	err = execConfined(path, rq, ctl, &nprocLimit)
 	return fail("exec "+filepath.Base(path), err)
 }
 
@@ -324,7 +331,7 @@ func insideOnly(fd int) error {
 // Between arming and exec the slot waits for the server, which moves it
 // into the session's pids cgroup then (root servers): by then the slot
 // needs no new thread, which a full cgroup would refuse it.
-func execConfined(path string, rq slotRequest, ctl int) error {
+func execConfined(path string, rq slotRequest, ctl int, nproc *unix.Rlimit) error {
 	runtime.LockOSThread()
 	if err := dropThreadCaps(); err != nil {
 		return fmt.Errorf("drop capabilities: %w", err)
@@ -350,6 +357,11 @@ func execConfined(path string, rq slotRequest, ctl int) error {
 	var b [1]byte
 	if n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(ctl), uintptr(unsafe.Pointer(&b[0])), 1); e != 0 || n != 1 || b[0] != slotExec {
 		return fmt.Errorf("no go-ahead to exec")
+	}
+	if nproc.Max > 0 || nproc.Cur > 0 {
+		if _, _, e := unix.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NPROC, uintptr(unsafe.Pointer(nproc)), 0, 0, 0); e != 0 {
+			return fmt.Errorf("process limit: %w", e)
+		}
 	}
 	_, _, e := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])))
 	return e
