@@ -51,9 +51,6 @@ type sessionBox struct {
 	mounts  string
 	cgroup  string // the session's pids cgroup each call's slot joins (root servers)
 
-	armMu  sync.Mutex   // guards arming
-	arming map[int]bool // host pids of slots a call holds (not idle)
-
 	wmu     sync.Mutex          // guards waiters and reported
 	waiters map[int]chan uint32 // a running call's slot (pid in the holder) -> its wait status
 	gone    chan struct{}       // closed when the spawner's reports end
@@ -303,7 +300,7 @@ func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox
 		return nil, fmt.Errorf("%w: start the session sandbox: %v", ErrSandboxSetup, err)
 	}
 	b := &sessionBox{key: key, cmd: cmd, hold: inW, req: reqS, exited: make(chan struct{}),
-		waiters: map[int]chan uint32{}, gone: make(chan struct{}), arming: map[int]bool{}}
+		waiters: map[int]chan uint32{}, gone: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(b.exited) }()
 	type ready struct {
 		pid int
@@ -412,28 +409,15 @@ func holderPID(pid int) (int, error) {
 	return 0, errors.New("no NSpid")
 }
 
-// holderTasks (called with armMu held) counts the tasks of the holder's own processes: the
-// spawner and the slots that are still this binary. A user server's
-// RLIMIT_NPROC counts them with the commands' (docs/speed.md).
+// holderTasks (called with armMu held) counts the spawner's tasks: what
+// of the holder always counts against the session's bound. The idle
+// slots are not added (they come and go, and a bound fitted to them would
+// be too wide while the spawner cannot replace one): the commands' share
+// is procs less the idle slots' few tasks, never more than procs
+// (docs/speed.md).
 func (b *sessionBox) holderTasks() int {
-	self := "/proc/" + strconv.Itoa(b.spawner)
-	exe, _ := os.Readlink(self + "/exe")
-	n := 0
-	tids, _ := os.ReadDir(self + "/task")
-	n += len(tids)
-	for _, t := range tids {
-		kids, _ := os.ReadFile(self + "/task/" + t.Name() + "/children")
-		for _, k := range strings.Fields(string(kids)) {
-			if kp, _ := strconv.Atoi(k); b.arming[kp] {
-				continue
-			}
-			if e, _ := os.Readlink("/proc/" + k + "/exe"); e == exe && exe != "" {
-				ts, _ := os.ReadDir("/proc/" + k + "/task")
-				n += len(ts)
-			}
-		}
-	}
-	return n
+	tids, _ := os.ReadDir("/proc/" + strconv.Itoa(b.spawner) + "/task")
+	return len(tids)
 }
 
 // mountsIntact reports whether every mount the holder was built with is
@@ -599,18 +583,9 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 	if b.cgroup != "" || !s.p.Load().host.RunAsRoot {
 		// The session's bound (a user server's RLIMIT_NPROC in the
 		// holder's user namespace, a root server's pids cgroup) counts
-		// the holder's own tasks too (the holder's bwrap, the spawner,
-		// the idle slots; not the slots of calls under way): they are
-		// added to procs.
-		b.armMu.Lock()
-		b.arming[pid] = true
+		// the holder's own tasks too: the spawner's are added to procs
+		// (and the holder's bwrap, in a root server's cgroup).
 		reserve := b.holderTasks()
-		b.armMu.Unlock()
-		defer func() {
-			b.armMu.Lock()
-			delete(b.arming, pid)
-			b.armMu.Unlock()
-		}()
 		procs := s.p.Load().Limits().Procs
 		if b.cgroup != "" {
 			if err := os.WriteFile(filepath.Join(b.cgroup, "pids.max"), []byte(strconv.FormatInt(procs+int64(reserve)+1, 10)), 0); err != nil {
