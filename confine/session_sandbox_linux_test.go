@@ -74,6 +74,11 @@ func TestSessionSandboxRuns(t *testing.T) {
 	if first == nil {
 		t.Fatal("no session sandbox was built")
 	}
+	// Nothing of the holder's is open in the command: its three standard
+	// descriptors and the one ls reads the directory through.
+	if fds, _ := runSh(t, s, `ls /proc/self/fd | tr '\n' ' '`); fds != "0 1 2 3 " {
+		t.Errorf("descriptors open in the command: %q", fds)
+	}
 	out2, res2 := runSh(t, s, `env`)
 	if res2.ExitCode != 0 || strings.Contains(out2, SessionSandboxEnv) {
 		t.Errorf("env: exit %d, %q", res2.ExitCode, out2)
