@@ -60,6 +60,13 @@ type slotRequest struct {
 	NoSession bool   // keep the caller's session (no setsid)
 }
 
+// procPlan is what a slot's own /proc gets: the plan's masks there and
+// whether it is read-only (the spawner's argument, passed to each slot).
+type procPlan struct {
+	Masks    []slotMask
+	ReadOnly bool
+}
+
 type slotMask struct {
 	Path string
 	Dir  bool
@@ -122,7 +129,7 @@ func RunSessionSpawner(args []string) int {
 				Pdeathsig:  syscall.SIGKILL,
 			},
 		}
-		pid, err := syscall.ForkExec(exe, []string{exe, SlotSubcommand}, attr)
+		pid, err := syscall.ForkExec(exe, append([]string{exe, SlotSubcommand}, args...), attr)
 		if err != nil {
 			// The session is at its process bound (EAGAIN): try again
 			// while calls end; a call waits for a slot meanwhile.
@@ -212,6 +219,24 @@ func RunSessionSlot(args []string) int {
 			return die("cover "+p, err)
 		}
 	}
+	// The holder's /proc plan (the same for every call of this holder:
+	// a plan that differs builds a new one), applied ahead of the call.
+	if len(args) == 1 {
+		var pp procPlan
+		if err := json.Unmarshal([]byte(args[0]), &pp); err != nil {
+			return die("the /proc plan", err)
+		}
+		for _, m := range pp.Masks {
+			if err := procMask(m); err != nil && !os.IsNotExist(err) {
+				return die("mask "+m.Path, err)
+			}
+		}
+		if pp.ReadOnly {
+			if err := unix.Mount("", "/proc", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|procFlags, ""); err != nil {
+				return die("remount /proc read-only", err)
+			}
+		}
+	}
 	buf := make([]byte, 1<<20)
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	var n, oobn int
@@ -240,19 +265,6 @@ func RunSessionSlot(args []string) int {
 	fail := func(what string, err error) int {
 		_, _ = unix.Write(ctl, append([]byte{slotFail}, fmt.Sprintf("%s: %v", what, err)...))
 		return 125
-	}
-	for _, m := range rq.ProcMasks {
-		if err := procMask(m); err != nil {
-			if os.IsNotExist(err) {
-				continue
-			}
-			return fail("mask "+m.Path, err)
-		}
-	}
-	if rq.ProcRO {
-		if err := unix.Mount("", "/proc", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|procFlags, ""); err != nil {
-			return fail("remount /proc read-only", err)
-		}
 	}
 	if _, err := unix.Write(ctl, []byte{slotHello}); err != nil {
 		return 0

@@ -255,6 +255,10 @@ func (s *Launcher) retireLocked(b *sessionBox) {
 // buildBox starts a holder with sc's options and waits for its spawner.
 func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox, error) {
 	exe := relayExe
+	pp, err := json.Marshal(procPlan{Masks: sc.req.ProcMasks, ReadOnly: sc.req.ProcRO})
+	if err != nil {
+		return nil, err
+	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: request socket: %v", ErrSandboxSetup, err)
@@ -283,7 +287,7 @@ func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox
 		inW.Close()
 		return nil, err
 	}
-	args := append(append([]string{"bwrap"}, sc.holderArgs...), "--", exe, SpawnerSubcommand)
+	args := append(append([]string{"bwrap"}, sc.holderArgs...), "--", exe, SpawnerSubcommand, string(pp))
 	// No parent-death signal (it follows the forking thread, which Go may
 	// end): the holder ends when its stdin closes (the server's Close, or
 	// the server's death).
@@ -525,7 +529,9 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 		return fail(err)
 	}
 	defer st.closeParent()
-	payload, err := json.Marshal(sc.req)
+	rq := sc.req
+	rq.ProcMasks, rq.ProcRO = nil, false // the holder's, applied by each slot ahead
+	payload, err := json.Marshal(rq)
 	if err != nil {
 		unix.Close(pair[1])
 		st.closeChild()

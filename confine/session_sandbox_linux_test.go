@@ -257,6 +257,13 @@ func TestSessionSandboxProcMasks(t *testing.T) {
 	if out != "0\n1\nend\n" {
 		t.Errorf("%q", out)
 	}
+	if os.Geteuid() == 0 {
+		// A root server's plan: host kernel state masked, /proc read-only.
+		out, _ = runSh(t, s, "cat /proc/keys 2>/dev/null | wc -c; grep -c ' /proc/keys ' /proc/self/mountinfo; awk '$5==\"/proc\" {print $6}' /proc/self/mountinfo | tail -1 | cut -c1-2")
+		if out != "0\n1\nro\n" {
+			t.Errorf("root's /proc plan: %q", out)
+		}
+	}
 }
 
 // TestSessionSandboxNotFound: a command that is not there ends with 127
