@@ -56,6 +56,8 @@ type Launcher struct {
 	lbWanted bool       // ShareLoopback was called
 	lb       *loopback  // made on the first spawn that joins it
 	lbErr    error      // why it could not be made (not retried)
+
+	sb sessionBoxes // the session sandbox (session_sandbox_linux.go)
 }
 
 // ShareLoopback makes the session's later sandboxed spawns that take the
@@ -259,7 +261,10 @@ func (s *Launcher) SetStartObserver(f func(time.Duration)) {
 // v1, a thread inside it that starts its sandboxes (prepared in the
 // background; until then each spawn's thread enters the cgroup itself).
 // Without it only a root server's sandboxes share a limit. Close stops it.
-func (s *Launcher) StartSpawner() { s.be.startSpawner(s) }
+func (s *Launcher) StartSpawner() {
+	s.sb.server.Store(true) // a server's session: session sandboxes may serve it
+	s.be.startSpawner(s)
+}
 
 // Close kills every process still running under the session, releases
 // what its backend holds and removes its scratch directory (unless
@@ -271,6 +276,7 @@ func (s *Launcher) Close() error {
 		killTree(sp)
 	}
 	s.mu.Unlock()
+	s.closeBoxes()
 	s.be.close(s)
 	s.lbMu.Lock()
 	s.lb.close()
@@ -372,6 +378,9 @@ func (s *Launcher) Run(ctx context.Context, c Command) (res Result, err error) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
+	}
+	if r, ok, err := s.runSession(ctx, c, began); ok {
+		return r, err
 	}
 	for attempt := 0; ; attempt++ {
 		Phase("prepare")

@@ -113,6 +113,10 @@ func RunHidden(sub string, args []string) (code int, ok bool) {
 		return RunLoopbackHold(args), true
 	case LandlockSubcommand:
 		return RunLandlock(args), true
+	case SpawnerSubcommand:
+		return RunSessionSpawner(args), true
+	case SlotSubcommand:
+		return RunSessionSlot(args), true
 	}
 	return 0, false
 }

@@ -215,6 +215,11 @@ func (e *env) serverEnv(t testing.TB) []string {
 		_ = os.Chown(tmp, e.id.uid, e.id.gid)
 	}
 	race := []string{}
+	if v := os.Getenv("EVENER_MCP_SESSION_SANDBOX"); v != "" {
+		// The experimental session sandbox (docs/speed.md), when the
+		// run asks for it: every server test then runs in it.
+		race = append(race, "EVENER_MCP_SESSION_SANDBOX="+v)
+	}
 	if os.Getenv("EVENER_IT_RACE") != "" {
 		race = append(race, "GORACE=halt_on_error=1")
 	}

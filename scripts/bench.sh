@@ -19,7 +19,7 @@ if [ ! -f "$ref" ] && command -v npm >/dev/null 2>&1; then
   (cd "$ref_dir" && npm install --silent --no-audit --no-fund @modelcontextprotocol/server-filesystem >/dev/null)
 fi
 [ -f "$ref" ] && export EVENER_BENCH_REFERENCE="$ref"
-go test ./integration/ -run '^$' -count 1 -bench 'ExecVsBwrap|ShellVsBwrap' -benchtime "${n}x"
+go test ./integration/ -run '^$' -count 1 -bench 'ExecVsBwrap|ShellVsBwrap|ShellSessionVsBwrap' -benchtime "${n}x"
 go test ./integration/ -run '^$' -count 1 -bench 'ReadFileVsReference' -benchtime 3x
 go test ./integration/ -run '^$' -count 1 -bench 'GrepVsRipgrep' -benchtime 10x
 go test ./integration/ -run '^$' -count 1 -bench 'GatewayVsDirect' -benchtime 3x

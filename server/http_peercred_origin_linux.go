@@ -56,6 +56,7 @@ type peerOrigin struct {
 	self int    // this server's pid
 	euid uint32 // the uid of every socket this server's processes make
 	proc string // procfs ("/proc")
+	exe  fileID // this server's executable: another process of it is another evener-mcp server
 
 	mu      sync.Mutex // guards clients
 	clients []procID   // holders of allowed peers' sockets, most recent first
@@ -64,6 +65,7 @@ type peerOrigin struct {
 // newPeerOrigin is the origin check of a `serve` server (peerPolicy.origin).
 func newPeerOrigin() func(tcpSocket) (string, error) {
 	o := &peerOrigin{self: os.Getpid(), euid: uint32(os.Geteuid()), proc: "/proc"}
+	o.exe, _ = o.exeOf(o.self)
 	return o.check
 }
 
@@ -146,9 +148,54 @@ func (o *peerOrigin) search(target string) (string, procID, error) {
 		if inSandbox {
 			return fmt.Sprintf("held by pid %d (%s), in a sandbox of this server", pid, e.comm), procID{}, nil
 		}
+		if why := o.otherServer(pid, procs); why != "" {
+			return why, procID{}, nil
+		}
 		return "", procID{pid: pid, start: e.start}, nil
 	}
 	return "", procID{}, errHolderNotFound
+}
+
+// fileID names an executable file by device and inode.
+type fileID struct{ dev, ino uint64 }
+
+// exeOf is the executable of pid; false when it cannot be read (another
+// uid's process, a kernel thread, a process gone).
+func (o *peerOrigin) exeOf(pid int) (fileID, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(o.proc+"/"+strconv.Itoa(pid)+"/exe", &st); err != nil {
+		return fileID{}, false
+	}
+	return fileID{dev: uint64(st.Dev), ino: st.Ino}, true
+}
+
+// maxOriginAncestry bounds the PPid chain one holder's check walks.
+const maxOriginAncestry = 64
+
+// otherServer is why a holder outside this server's tree is refused
+// because another evener-mcp server started it (docs/http.md, "Never its
+// own processes"): the holder or one of its ancestors runs this server's
+// executable. Another server of the same user (the stdio server an agent
+// host runs beside this one) confines its own sandboxes, downstreams and
+// hooks, but none of them is a client of this one either.
+func (o *peerOrigin) otherServer(pid int, procs map[int]procEntry) string {
+	if o.exe == (fileID{}) {
+		return ""
+	}
+	for p, n := pid, 0; p > 1 && n < maxOriginAncestry; n++ {
+		if id, ok := o.exeOf(p); ok && id == o.exe {
+			if p == pid {
+				return fmt.Sprintf("held by pid %d (%s), another evener-mcp server", pid, procs[pid].comm)
+			}
+			return fmt.Sprintf("held by pid %d (%s), which another evener-mcp server (pid %d) started", pid, procs[pid].comm, p)
+		}
+		e, ok := procs[p]
+		if !ok {
+			break
+		}
+		p = e.ppid
+	}
+	return ""
 }
 
 // ownWhy names a holder that is this server or a descendant of it.

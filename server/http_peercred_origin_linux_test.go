@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -166,6 +167,56 @@ func TestPeerOrigin(t *testing.T) {
 			}
 			if c := o.recent(); len(c) != 1 || c[0].pid != os.Getpid() {
 				t.Fatalf("remembered holders %v, want this process", c)
+			}
+		}
+	})
+
+	t.Run("another evener-mcp server", func(t *testing.T) {
+		// This test binary plays another server: origin's own executable
+		// is this binary's, its own pid a stranger's.
+		o := newOrigin(startStranger(t))
+		id, ok := o.exeOf(os.Getpid())
+		if !ok {
+			t.Fatal("cannot read this process's executable")
+		}
+		o.exe = id
+		// Its proxy (the process itself) dialing.
+		s, err := peerSocketOf(dialSelf(t, ln))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if why, err := o.check(s); err != nil || !strings.Contains(why, "another evener-mcp server") {
+			t.Fatalf("check = %q, %v; want refused as another server", why, err)
+		}
+		// A command it started (bash, not its executable) dialing.
+		port := ln.Addr().(*net.TCPAddr).Port
+		cmd := exec.Command("bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected && exec cat", port))
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { in.Close(); _ = cmd.Wait() })
+		if l, _ := bufio.NewReader(out).ReadString('\n'); l != "connected\n" {
+			t.Fatalf("bash: %q", l)
+		}
+		srv, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		if s, err = peerSocketOf(srv); err != nil {
+			t.Fatal(err)
+		}
+		why, err := o.check(s)
+		if err != nil || !strings.Contains(why, fmt.Sprintf("which another evener-mcp server (pid %d) started", os.Getpid())) {
+			t.Fatalf("check = %q, %v; want refused as started by another server", why, err)
+		}
+		// The control: a server whose executable is another file serves it.
+		if sl, ok := o.exeOf(o.self); ok {
+			o.exe = sl
+			if why, err := o.check(s); why != "" || err != nil {
+				t.Fatalf("with another executable: check = %q, %v; want served", why, err)
 			}
 		}
 	})

@@ -16,9 +16,9 @@ var denialRules = []string{
 }
 
 // newMetrics builds the server's collectors with the fixed label sets: the
-// tools of this build and the denial rules.
+// tools of this build (tool search's two included) and the denial rules.
 func newMetrics() *metrics.Metrics {
-	return metrics.New(metrics.Names{Tools: tools.Names(), Rules: denialRules})
+	return metrics.New(metrics.Names{Tools: append(tools.Names(), findToolsName, callToolName), Rules: denialRules})
 }
 
 // countCall records one finished call of tool: its outcome, and its rule

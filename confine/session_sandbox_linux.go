@@ -1,0 +1,807 @@
+package confine
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A session sandbox (docs/speed.md, "Session sandbox"; experimental, opt-in
+// through SessionSandboxEnv): the session's bubblewrap, with the mount
+// plan of the spawn's inspection, is built once and kept by a holder
+// process, and each command starts inside it with what must stay per call:
+// a PID namespace and /proc of its own, the /proc masks, no capabilities,
+// no_new_privs, the seccomp filter, the resource limits, the scrubbed
+// environment and the working directory (session_sandbox_inside_linux.go).
+//
+// Never a stale plan: every call inspects the filesystem and computes the
+// plan as a per-call bubblewrap would; a plan that differs from the one
+// the holder was built with (a nested repository to pin, a credential file
+// that appeared, a host socket to mask, a git layout that changed) makes a
+// new holder before the command runs. A holder replaced while calls still
+// run in it ends when the last of them does.
+
+// sessionBox is one built session sandbox.
+type sessionBox struct {
+	key    string    // the holder's bubblewrap options and /proc plan
+	cmd    *exec.Cmd // the holder's bwrap
+	hold   *os.File  // the spawner's stdin: closing it ends the holder
+	req    *os.File  // the server's end of the request socket
+	exited chan struct{}
+	// spawner is the holder's PID 1 (host pid) and mounts the mount IDs of
+	// its mount namespace when it was built: a mount detached since (the
+	// host renamed or removed what a mask or pin covers, which detaches
+	// the mount in every other namespace) makes the holder stale.
+	spawner int
+	mounts  string
+	cgroup  string // the session's pids cgroup each call's slot joins (root servers)
+
+	wmu     sync.Mutex          // guards waiters and reported
+	waiters map[int]chan uint32 // a running call's slot (pid in the holder) -> its wait status
+	gone    chan struct{}       // closed when the spawner's reports end
+	// Guarded by the launcher's sbMu.
+	refs    int  // calls running in it
+	retired bool // replaced: ends when refs drops to zero
+}
+
+// sessionBoxes is the launcher's session-sandbox state.
+type sessionBoxes struct {
+	mu     sync.Mutex // guards box and the boxes' refs and retired
+	box    *sessionBox
+	closed bool
+	// server: StartSpawner was called (a server's session, which lives
+	// long enough to amortise its holder; a one-shot exec does not).
+	server atomic.Bool
+}
+
+// sessionEligible says whether c may run in the session sandbox: a
+// sandboxed, non-terminal command without a network (the session's net
+// namespace holds only a loopback), under a session that has no shared
+// loopback of its own.
+func (s *Launcher) sessionEligible(p *Policy, c Command) bool {
+	if !sessionSandboxOn() || !s.sb.server.Load() || p.Mode() == ModeOff || p.Backend() == backendLandlock || c.Terminal || c.Network == NetworkHost {
+		return false
+	}
+	if p.Network() != NetworkOff && c.Network != NetworkOff {
+		return false
+	}
+	s.lbMu.Lock()
+	lb := s.lbWanted
+	s.lbMu.Unlock()
+	return !lb
+}
+
+// sessionCall is one call's resolved spawn.
+type sessionCall struct {
+	holderArgs []string // bubblewrap options of the holder (without its command)
+	req        slotRequest
+}
+
+// sessionPrepare is prepare for a call in the session sandbox: the same
+// inspection, plan and environment, split into what the holder is built
+// with and what the slot applies per call.
+func (s *Launcher) sessionPrepare(p *Policy, c Command) (*sessionCall, error) {
+	dir, err := s.resolveDir(c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	over := map[string]string{"PWD": dir}
+	for k, v := range c.Env {
+		over[k] = v
+	}
+	over["TMPDIR"] = s.scratch
+	over["EVENER_SCRATCH_DIR"] = s.scratch
+	Phase("inspect")
+	l, err := Inspect(p, s.scratch, dir)
+	if err != nil {
+		return nil, err
+	}
+	Phase("plan")
+	l.ScratchParent = s.hideBeside
+	cacheEnv := map[string]string{}
+	switch p.Cache() {
+	case CachePrivate:
+		cacheEnv = CacheEnv(s.scratch, p.Mode(), envLookup(p.env, "GOPATH"))
+	case CacheOverlay:
+		cacheEnv = overlayCacheEnv(p, s.scratch, l.CacheRoots)
+	}
+	for k, v := range cacheEnv {
+		if _, set := c.Env[k]; !set {
+			over[k] = v
+		}
+	}
+	plan := Plan(p, l)
+	var box MountPlan
+	sc := &sessionCall{}
+	for _, m := range plan {
+		// What lies in /proc is the slot's: its /proc is mounted afresh.
+		if m.Kind != MountProc && Within(m.Dst, "/proc") {
+			switch m.Kind {
+			case MountRemount:
+				sc.req.ProcRO = true
+			case MountMaskFile, MountMaskDir:
+				sc.req.ProcMasks = append(sc.req.ProcMasks, slotMask{Path: m.Dst, Dir: m.Kind == MountMaskDir})
+			default:
+				return nil, fmt.Errorf("%w: plan entry %s %s has no session-sandbox form", ErrSandboxSetup, m.Kind, m.Dst)
+			}
+			continue
+		}
+		box = append(box, m)
+	}
+	exe, err := relayBinary()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--unshare-net", "--die-with-parent", "--new-session", "--as-pid-1",
+		"--cap-add", "ALL", "--hostname", "evener-sandbox", "--info-fd", "3"}
+	args = append(args, box.Args()...)
+	// The spawner and the slots are this binary, at the egress relay's
+	// place (no egress in a session sandbox).
+	args = append(args, "--ro-bind", exe, relayExe, "--chdir", "/")
+	sc.holderArgs = args
+	prog, err := SeccompProgram()
+	if err != nil {
+		return nil, err
+	}
+	lim := p.Limits()
+	landlock := ""
+	if landlockOn(p) {
+		r := RulesForLandlock(p, l, NetworkOff)
+		r.HostNetNS = hostNetNS()
+		landlock = r.Encode()
+	}
+	sc.req = slotRequest{
+		Landlock: landlock,
+		Args:     c.Args, Dir: dir, Seccomp: prog, ProcMasks: sc.req.ProcMasks, ProcRO: sc.req.ProcRO,
+		Env: EnvFloor(p.env, s.envPass, p.Mode(), over, grantedRoots(p)),
+		Limits: [][2]uint64{
+			{unix.RLIMIT_NOFILE, limitValue(unix.RLIMIT_NOFILE, lim.OpenFiles)},
+			{unix.RLIMIT_NPROC, limitValue(unix.RLIMIT_NPROC, lim.Procs)},
+			{unix.RLIMIT_FSIZE, limitValue(unix.RLIMIT_FSIZE, lim.FileBytes)},
+			{unix.RLIMIT_DATA, limitValue(unix.RLIMIT_DATA, lim.DataBytes)},
+			{unix.RLIMIT_CORE, 0},
+		},
+	}
+	return sc, nil
+}
+
+// limitValue is v, never above the hard limit the server itself got.
+func limitValue(res int, v int64) uint64 {
+	var cur unix.Rlimit
+	if unix.Getrlimit(res, &cur) == nil && cur.Max < uint64(v) {
+		return cur.Max
+	}
+	return uint64(v)
+}
+
+// sessionKey names a holder's plan: the options it is built with and the
+// per-call /proc plan.
+func sessionKey(sc *sessionCall) string {
+	var b strings.Builder
+	for _, a := range sc.holderArgs {
+		b.WriteString(a)
+		b.WriteByte(0)
+	}
+	for _, m := range sc.req.ProcMasks {
+		fmt.Fprintf(&b, "%s %v\x00", m.Path, m.Dir)
+	}
+	fmt.Fprintf(&b, "ro=%v", sc.req.ProcRO)
+	return b.String()
+}
+
+// acquireBox returns a running holder built with sc's plan, building one
+// (and retiring the current one) when the plan changed; the caller
+// releases it.
+func (s *Launcher) acquireBox(p *Policy, sc *sessionCall) (*sessionBox, error) {
+	key := sessionKey(sc)
+	s.sb.mu.Lock()
+	defer s.sb.mu.Unlock()
+	if s.sb.closed {
+		return nil, errors.New("session closed")
+	}
+	if b := s.sb.box; b != nil {
+		alive := true
+		select {
+		case <-b.exited:
+			alive = false
+		default:
+		}
+		if alive && b.key == key && b.mountsIntact() {
+			b.refs++
+			return b, nil
+		}
+		s.retireLocked(b)
+		s.sb.box = nil
+	}
+	Phase("holder-build")
+	b, err := s.buildBox(p, sc, key)
+	if err != nil {
+		return nil, err
+	}
+	s.sb.box = b
+	b.refs++
+	return b, nil
+}
+
+// releaseBox drops a call's hold on b.
+func (s *Launcher) releaseBox(b *sessionBox) {
+	s.sb.mu.Lock()
+	b.refs--
+	end := b.retired && b.refs == 0
+	s.sb.mu.Unlock()
+	if end {
+		b.end()
+	}
+}
+
+// retireLocked marks b replaced, ending it now if no call runs in it.
+// Called with sb.mu held.
+func (s *Launcher) retireLocked(b *sessionBox) {
+	b.retired = true
+	if b.refs == 0 {
+		go b.end()
+	}
+}
+
+// buildBox starts a holder with sc's options and waits for its spawner.
+func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox, error) {
+	exe := relayExe
+	pp, err := json.Marshal(procPlan{Masks: sc.req.ProcMasks, ReadOnly: sc.req.ProcRO})
+	if err != nil {
+		return nil, err
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: request socket: %v", ErrSandboxSetup, err)
+	}
+	reqS, reqH := os.NewFile(uintptr(pair[0]), "session-req"), os.NewFile(uintptr(pair[1]), "session-req")
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		reqS.Close()
+		reqH.Close()
+		return nil, err
+	}
+	defer infoR.Close()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		reqS.Close()
+		reqH.Close()
+		infoW.Close()
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		reqS.Close()
+		reqH.Close()
+		infoW.Close()
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	args := append(append([]string{"bwrap"}, sc.holderArgs...), "--", exe, SpawnerSubcommand, string(pp))
+	// No parent-death signal (it follows the forking thread, which Go may
+	// end): the holder ends when its stdin closes (the server's Close, or
+	// the server's death).
+	cmd := &exec.Cmd{Path: p.host.Bwrap, Args: args, Dir: "/", Env: []string{"PATH=/usr/bin:/bin", "GOMAXPROCS=1", "GOGC=400"},
+		Stdin: inR, Stdout: outW, Stderr: os.Stderr, ExtraFiles: []*os.File{infoW, reqH}}
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	infoW.Close()
+	reqH.Close()
+	if err != nil {
+		inW.Close()
+		reqS.Close()
+		return nil, fmt.Errorf("%w: start the session sandbox: %v", ErrSandboxSetup, err)
+	}
+	b := &sessionBox{key: key, cmd: cmd, hold: inW, req: reqS, exited: make(chan struct{}),
+		waiters: map[int]chan uint32{}, gone: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(b.exited) }()
+	type ready struct {
+		pid int
+		err error
+	}
+	got := make(chan ready, 1)
+	go func() {
+		defer outR.Close()
+		defer close(b.gone)
+		br := bufio.NewReader(outR)
+		pid, err := readChildPID(infoR)
+		if err == nil {
+			var line string
+			line, err = br.ReadString('\n')
+			if err == nil && strings.TrimSpace(line) != "ready" {
+				err = fmt.Errorf("spawner said %q", strings.TrimSpace(line))
+			}
+		}
+		got <- ready{pid, err}
+		if err == nil {
+			b.readReports(br)
+		}
+	}()
+	var r ready
+	select {
+	case r = <-got:
+	case <-time.After(loopbackReadyTimeout):
+		r.err = errors.New("the spawner did not report ready")
+	}
+	if r.err == nil && p.host.RunAsRoot {
+		// RLIMIT_NPROC does not bind host uid 0: the session's pids
+		// cgroup does, joined before any slot exists.
+		if _, perr := PidsCgroup(); perr == nil {
+			// The holder joins it once, before any slot exists: every
+			// slot is born inside (a migration per call would cost
+			// milliseconds on cgroup v1). Its pids.max is procs plus the
+			// holder's own tasks (set at each call).
+			if b.cgroup, r.err = s.be.sessionCgroup(s); r.err == nil {
+				r.err = joinPidsCgroup(b.cgroup, cmd.Process.Pid, r.pid)
+			}
+		}
+	}
+	if r.err == nil {
+		b.spawner = r.pid
+		b.mounts, r.err = mountIDs(r.pid)
+	}
+	if r.err == nil {
+		_, r.err = inW.Write([]byte{'g'})
+	}
+	if r.err != nil {
+		b.end()
+		return nil, fmt.Errorf("%w: the session sandbox: %v", ErrSandboxSetup, r.err)
+	}
+	return b, nil
+}
+
+// readReports delivers the spawner's "pid status" lines to the calls
+// waiting for them.
+func (b *sessionBox) readReports(br *bufio.Reader) {
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		pid, e1 := strconv.Atoi(f[0])
+		ws, e2 := strconv.ParseUint(f[1], 10, 32)
+		if e1 != nil || e2 != nil {
+			continue
+		}
+		b.wmu.Lock()
+		ch := b.waiters[pid]
+		delete(b.waiters, pid)
+		b.wmu.Unlock()
+		if ch != nil {
+			ch <- uint32(ws)
+		}
+	}
+}
+
+// await registers a call's slot (its pid in the holder's PID namespace).
+func (b *sessionBox) await(pid int) chan uint32 {
+	ch := make(chan uint32, 1)
+	b.wmu.Lock()
+	b.waiters[pid] = ch
+	b.wmu.Unlock()
+	return ch
+}
+
+// holderPID is the pid, in the holder's PID namespace, of host pid pid.
+func holderPID(pid int) (int, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			if f := strings.Fields(rest); len(f) >= 2 {
+				return strconv.Atoi(f[1])
+			}
+		}
+	}
+	return 0, errors.New("no NSpid")
+}
+
+// holderTasks (called with armMu held) counts the spawner's tasks: what
+// of the holder always counts against the session's bound. The idle
+// slots are not added (they come and go, and a bound fitted to them would
+// be too wide while the spawner cannot replace one): the commands' share
+// is procs less the idle slots' few tasks, never more than procs
+// (docs/speed.md).
+func (b *sessionBox) holderTasks() int {
+	tids, _ := os.ReadDir("/proc/" + strconv.Itoa(b.spawner) + "/task")
+	return len(tids)
+}
+
+// mountsIntact reports whether every mount the holder was built with is
+// still there.
+func (b *sessionBox) mountsIntact() bool {
+	m, err := mountIDs(b.spawner)
+	return err == nil && m == b.mounts
+}
+
+// mountIDs lists the mount IDs of pid's mount namespace, in order.
+func mountIDs(pid int) (string, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("the holder's mounts: %w", err)
+	}
+	var b strings.Builder
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if id, _, ok := strings.Cut(line, " "); ok {
+			b.WriteString(id)
+			b.WriteByte(' ')
+		}
+	}
+	return b.String(), nil
+}
+
+// end ends the holder (every call still in it dies with its PID
+// namespace) and waits for it.
+func (b *sessionBox) end() {
+	b.hold.Close()
+	select {
+	case <-b.exited:
+	case <-time.After(5 * time.Second):
+		_ = b.cmd.Process.Kill()
+		<-b.exited
+	}
+	b.req.Close()
+}
+
+// closeBoxes ends the session's holders (Close).
+func (s *Launcher) closeBoxes() {
+	s.sb.mu.Lock()
+	s.sb.closed = true
+	b := s.sb.box
+	s.sb.box = nil
+	s.sb.mu.Unlock()
+	if b != nil {
+		b.end()
+	}
+}
+
+// runSession runs c in the session sandbox; ok is false when c is not
+// eligible (Run then starts a bubblewrap of its own).
+func (s *Launcher) runSession(ctx context.Context, c Command, began time.Time) (res Result, ok bool, err error) {
+	p := s.p.Load()
+	if !s.sessionEligible(p, c) || len(c.Args) == 0 {
+		return Result{}, false, nil
+	}
+	Phase("prepare")
+	sc, err := s.sessionPrepare(p, c)
+	if err != nil {
+		return Result{ExitCode: -1}, true, err
+	}
+	b, err := s.acquireBox(p, sc)
+	if errors.Is(err, ErrSandboxSetup) {
+		// A host socket of the plan may have vanished before bubblewrap
+		// mounted over it (launcher_retry.go): inspect and build again,
+		// once.
+		if sc, err = s.sessionPrepare(p, c); err == nil {
+			b, err = s.acquireBox(p, sc)
+		}
+	}
+	if err != nil {
+		return Result{ExitCode: -1}, true, err
+	}
+	defer s.releaseBox(b)
+	res, err = s.callIn(ctx, b, sc, c, began)
+	return res, true, err
+}
+
+// callIn sends one call to b's slots and waits for it.
+func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c Command, began time.Time) (Result, error) {
+	Phase("start")
+	fail := func(err error) (Result, error) { return Result{ExitCode: -1}, err }
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fail(fmt.Errorf("%w: control socket: %v", ErrSandboxSetup, err))
+	}
+	if err := unix.SetsockoptInt(pair[0], unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
+		unix.Close(pair[0])
+		unix.Close(pair[1])
+		return fail(fmt.Errorf("%w: control socket: %v", ErrSandboxSetup, err))
+	}
+	ctlF := os.NewFile(uintptr(pair[0]), "session-ctl")
+	conn, err := net.FileConn(ctlF)
+	ctlF.Close()
+	if err != nil {
+		unix.Close(pair[1])
+		return fail(fmt.Errorf("%w: control socket: %v", ErrSandboxSetup, err))
+	}
+	ctl := conn.(*net.UnixConn)
+	defer ctl.Close()
+	st, err := newStdio(c)
+	if err != nil {
+		unix.Close(pair[1])
+		return fail(err)
+	}
+	defer st.closeParent()
+	rq := sc.req
+	rq.ProcMasks, rq.ProcRO = nil, false // the holder's, applied by each slot ahead
+	payload, err := json.Marshal(rq)
+	if err != nil {
+		unix.Close(pair[1])
+		st.closeChild()
+		return fail(err)
+	}
+	rights := unix.UnixRights(pair[1], int(st.child[0].Fd()), int(st.child[1].Fd()), int(st.child[2].Fd()))
+	err = unix.Sendmsg(int(b.req.Fd()), payload, rights, nil, 0)
+	unix.Close(pair[1])
+	st.closeChild()
+	if err != nil {
+		return fail(fmt.Errorf("%w: send the call to the session sandbox: %v", ErrSandboxSetup, err))
+	}
+	// The slot answers with its credentials: its pid in the server's PID
+	// namespace, the call's init.
+	_ = ctl.SetReadDeadline(time.Now().Add(loopbackReadyTimeout))
+	msg := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred))
+	n, oobn, _, _, err := ctl.ReadMsgUnix(msg, oob)
+	if err != nil || n == 0 {
+		return fail(fmt.Errorf("%w: the session sandbox did not take the call: %v", ErrSandboxSetup, err))
+	}
+	if msg[0] == slotFail {
+		return fail(fmt.Errorf("%w: %s", ErrSandboxSetup, msg[1:n]))
+	}
+	pid, err := credPID(oob[:oobn])
+	if err != nil || msg[0] != slotHello {
+		return fail(fmt.Errorf("%w: the session sandbox's answer: %v", ErrSandboxSetup, err))
+	}
+	_ = ctl.SetReadDeadline(time.Time{})
+	hpid, err := holderPID(pid)
+	if err != nil {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		return fail(fmt.Errorf("%w: the call's slot: %v", ErrSandboxSetup, err))
+	}
+	ended := b.await(hpid)
+	sp := &spawn{cmd: &exec.Cmd{}, sandboxed: true, began: began, pid: pid}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fail(errors.New("session closed"))
+	}
+	s.running[sp] = struct{}{}
+	observe := s.onStarted
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, sp)
+		s.mu.Unlock()
+	}()
+	if c.OnStart != nil {
+		c.OnStart()
+	}
+	start := time.Now()
+	goAhead := []byte{slotGo}
+	if b.cgroup != "" || !s.p.Load().host.RunAsRoot {
+		// The session's bound (a user server's RLIMIT_NPROC in the
+		// holder's user namespace, a root server's pids cgroup) counts
+		// the holder's own tasks too: the spawner's are added to procs
+		// (and the holder's bwrap, in a root server's cgroup).
+		reserve := b.holderTasks()
+		procs := s.p.Load().Limits().Procs
+		if b.cgroup != "" {
+			if err := os.WriteFile(filepath.Join(b.cgroup, "pids.max"), []byte(strconv.FormatInt(procs+int64(reserve)+1, 10)), 0); err != nil {
+				return fail(fmt.Errorf("%w: set pids.max: %v", ErrSandboxSetup, err))
+			}
+		} else {
+			goAhead = strconv.AppendUint(goAhead, min(uint64(procs)+uint64(reserve), limitValue(unix.RLIMIT_NPROC, 1<<40)), 10)
+		}
+	}
+	if _, err := ctl.Write(goAhead); err != nil {
+		return fail(fmt.Errorf("%w: release the call: %v", ErrSandboxSetup, err))
+	}
+	// The slot arms (limits, descriptors, no capabilities, seccomp), then
+	// waits for the go-ahead to exec.
+	n, err = ctl.Read(msg)
+	if err != nil || n < 1 || msg[0] != slotArmed {
+		s.mu.Lock()
+		killTree(sp)
+		s.mu.Unlock()
+		if n > 1 && msg[0] == slotFail {
+			return fail(fmt.Errorf("%w: %s", ErrSandboxSetup, msg[1:n]))
+		}
+		if n == 0 && err == io.EOF {
+			// The slot exited before arming: the command is not found
+			// (its message is in the output) or a limit failed.
+			select {
+			case ws := <-ended:
+				st.startCopies()
+				st.wait(2 * time.Second)
+				return Result{ExitCode: syscall.WaitStatus(ws).ExitStatus()}, nil
+			case <-time.After(loopbackReadyTimeout):
+			}
+		}
+		return fail(fmt.Errorf("%w: the call's slot did not arm: %v", ErrSandboxSetup, err))
+	}
+	if _, err := ctl.Write([]byte{slotExec}); err != nil {
+		return fail(fmt.Errorf("%w: release the call: %v", ErrSandboxSetup, err))
+	}
+	st.startCopies()
+	if observe != nil {
+		observe(time.Since(began))
+	}
+	Phase("wait")
+	// The control socket closes when the slot execs the command (it is
+	// close-on-exec) or says why it could not.
+	failed := make(chan []byte, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		n, _ := ctl.Read(buf)
+		failed <- buf[:max(n, 0)]
+	}()
+	var res Result
+	var ws uint32
+	status := false
+	select {
+	case ws = <-ended:
+		status = true
+	case <-b.gone:
+	case <-ctx.Done():
+		s.mu.Lock()
+		killTree(sp)
+		s.mu.Unlock()
+		select {
+		case ws = <-ended:
+			status = true
+		case <-b.gone:
+		}
+		res.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
+	}
+	st.wait(2 * time.Second)
+	Phase("waited")
+	res.Duration = time.Since(start)
+	if msg := <-failed; len(msg) > 0 && msg[0] == slotFail {
+		return Result{ExitCode: -1}, fmt.Errorf("%w: %s", ErrSandboxSetup, msg[1:])
+	}
+	w := syscall.WaitStatus(ws)
+	switch {
+	case !status:
+		// The holder ended under the call (Close).
+		res.Signal = syscall.SIGKILL.String()
+		res.ExitCode = 128 + int(syscall.SIGKILL)
+	case w.Signaled():
+		res.Signal = w.Signal().String()
+		res.ExitCode = 128 + int(w.Signal())
+	default:
+		res.ExitCode = w.ExitStatus()
+	}
+	return res, nil
+}
+
+// credPID is the sender's pid of an SCM_CREDENTIALS message.
+func credPID(oob []byte) (int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range msgs {
+		if c, err := unix.ParseUnixCredentials(&m); err == nil && c.Pid > 0 {
+			return int(c.Pid), nil
+		}
+	}
+	return 0, errors.New("no credentials")
+}
+
+// callStdio is a call's three standard descriptors: the child's ends and,
+// for a writer or reader of the caller's that is not a file, the pipe and
+// its copy.
+type callStdio struct {
+	child  [3]*os.File
+	own    [3]bool // child[i] is a pipe end (or /dev/null) made here
+	copies []func()
+	wg     sync.WaitGroup
+	parent []*os.File // our ends of the pipes, closed at the end
+}
+
+func newStdio(c Command) (*callStdio, error) {
+	st := &callStdio{}
+	if f, ok := c.Stdin.(*os.File); ok {
+		st.child[0] = f
+	} else if c.Stdin == nil {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return nil, err
+		}
+		st.child[0], st.own[0] = f, true
+	} else {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		st.child[0], st.own[0] = r, true
+		st.parent = append(st.parent, w)
+		in := c.Stdin
+		st.copies = append(st.copies, func() {
+			_, _ = io.Copy(w, in)
+			w.Close()
+		})
+	}
+	outs := []io.Writer{c.Stdout, c.Stderr}
+	for i, wr := range outs {
+		if i == 1 && c.Stderr != nil && c.Stderr == c.Stdout {
+			st.child[2] = st.child[1]
+			continue
+		}
+		if f, ok := wr.(*os.File); ok {
+			st.child[i+1] = f
+			continue
+		}
+		if wr == nil {
+			f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+			if err != nil {
+				st.closeChild()
+				st.closeParent()
+				return nil, err
+			}
+			st.child[i+1], st.own[i+1] = f, true
+			continue
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			st.closeChild()
+			st.closeParent()
+			return nil, err
+		}
+		st.child[i+1], st.own[i+1] = w, true
+		st.parent = append(st.parent, r)
+		st.wg.Add(1)
+		st.copies = append(st.copies, func() {
+			defer st.wg.Done()
+			_, _ = io.Copy(wr, r)
+		})
+	}
+	return st, nil
+}
+
+// startCopies starts copying between the caller's streams and the pipes.
+func (st *callStdio) startCopies() {
+	for _, f := range st.copies {
+		go f()
+	}
+}
+
+// wait waits for the output copies, at most delay (a descriptor passed on
+// to another call of the session could keep a pipe open).
+func (st *callStdio) wait(delay time.Duration) {
+	done := make(chan struct{})
+	go func() { st.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(delay):
+	}
+}
+
+func (st *callStdio) closeChild() {
+	for i, f := range st.child {
+		if f != nil && st.own[i] && (i != 2 || st.child[2] != st.child[1]) {
+			f.Close()
+		}
+	}
+}
+
+func (st *callStdio) closeParent() {
+	for _, f := range st.parent {
+		f.Close()
+	}
+}

@@ -1,0 +1,317 @@
+//go:build linux
+
+package confine
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sessionLauncher is a workspace-write, network-off launcher whose eligible
+// commands run in the session sandbox (SessionSandboxEnv).
+func sessionLauncher(t *testing.T) (*Launcher, fixture) {
+	t.Helper()
+	return sessionLauncherUnder(t, "/var/tmp")
+}
+
+// sessionLauncherUnder is sessionLauncher with the fixture under parent.
+func sessionLauncherUnder(t *testing.T, parent string) (*Launcher, fixture) {
+	t.Helper()
+	t.Setenv(SessionSandboxEnv, "1")
+	h := Probe(ProbeFull, os.Environ())
+	if h.Unusable() != "" {
+		t.Skipf("no sandbox here: %s", h.Unusable())
+	}
+	f := newFixtureUnder(t, parent)
+	p, err := Resolve(f.spec(ModeWorkspaceWrite, NetworkOff), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewLauncher(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	s.StartSpawner()
+	return s, f
+}
+
+// runSh runs a shell script in s and returns its output.
+func runSh(t *testing.T, s *Launcher, script string) (string, Result) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := s.Run(context.Background(), Command{Args: []string{"/bin/sh", "-c", script}, Stdout: &out, Stderr: &out, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("run %q: %v", script, err)
+	}
+	return out.String(), res
+}
+
+// TestSessionSandboxRuns: a command in the session sandbox gets its exit
+// code, its output, its working directory, a scrubbed environment, no
+// capabilities, no_new_privs, seccomp, a PID namespace of its own with its
+// own /proc; the session's holder is built once.
+func TestSessionSandboxRuns(t *testing.T) {
+	s, f := sessionLauncher(t)
+	out, res := runSh(t, s, `echo hi; pwd; grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; ls /proc | grep -cE '^[0-9]+$'; echo $$; exit 3`)
+	if res.ExitCode != 3 {
+		t.Fatalf("exit %d, out %q", res.ExitCode, out)
+	}
+	for _, want := range []string{"hi\n", f.work + "\n", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	s.sb.mu.Lock()
+	first := s.sb.box
+	s.sb.mu.Unlock()
+	if first == nil {
+		t.Fatal("no session sandbox was built")
+	}
+	// Nothing of the holder's is open in the command: its three standard
+	// descriptors and the one ls reads the directory through.
+	if fds, _ := runSh(t, s, `ls /proc/self/fd | tr '\n' ' '`); fds != "0 1 2 3 " {
+		t.Errorf("descriptors open in the command: %q", fds)
+	}
+	out2, res2 := runSh(t, s, `env`)
+	if res2.ExitCode != 0 || strings.Contains(out2, SessionSandboxEnv) {
+		t.Errorf("env: exit %d, %q", res2.ExitCode, out2)
+	}
+	s.sb.mu.Lock()
+	again := s.sb.box
+	s.sb.mu.Unlock()
+	if again != first {
+		t.Error("an unchanged plan built a new holder")
+	}
+	t.Logf("%s", out)
+}
+
+// currentBox is the session's holder now.
+func currentBox(s *Launcher) *sessionBox {
+	s.sb.mu.Lock()
+	defer s.sb.mu.Unlock()
+	return s.sb.box
+}
+
+// TestSessionSandboxCallsApart: two calls of one session run in one holder
+// but cannot see or signal each other: the second sees only its own
+// processes in /proc, and its `kill -9 -1` leaves the first one's process
+// tree running; the first then finishes normally.
+func TestSessionSandboxCallsApart(t *testing.T) {
+	s, f := sessionLauncher(t)
+	runSh(t, s, "true") // the holder, built
+	first := make(chan string, 1)
+	go func() {
+		var out bytes.Buffer
+		res, err := s.Run(context.Background(), Command{Args: []string{"/bin/sh", "-c",
+			`sleep 60 & echo $! > bg-pid; : > a-started; i=0; while [ ! -e b-done ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; kill -0 $(cat bg-pid) && echo bg-alive; exit 0`},
+			Stdout: &out, Stderr: &out, Timeout: 45 * time.Second})
+		if err != nil {
+			first <- "error: " + err.Error()
+			return
+		}
+		first <- out.String() + "exit=" + res.Signal + string(rune('0'+res.ExitCode%10))
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(f.work, "a-started")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first call did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	out, res := runSh(t, s, `for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\0' ' '; echo; done; kill -9 -1; echo killed=$?`)
+	if strings.Contains(out, "sleep 60") || strings.Contains(out, "b-done") {
+		t.Errorf("the second call sees the first one's processes:\n%s", out)
+	}
+	if res.ExitCode != 0 && res.Signal == "" {
+		t.Logf("second call: exit %d", res.ExitCode)
+	}
+	mustWrite(t, filepath.Join(f.work, "b-done"), "")
+	select {
+	case got := <-first:
+		if !strings.Contains(got, "bg-alive") || !strings.HasSuffix(got, "exit=0") {
+			t.Errorf("the first call was disturbed by the second's kill -9 -1: %q", got)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("the first call did not end")
+	}
+}
+
+// TestSessionSandboxCredentialAppears: a credential file created between
+// two calls is masked in the second (its plan differs, so the holder is
+// built again before it runs).
+func TestSessionSandboxCredentialAppears(t *testing.T) {
+	s, f := sessionLauncher(t)
+	key := filepath.Join(f.home, ".ssh", "id_ed25519")
+	out, _ := runSh(t, s, "cat "+key+" 2>&1; echo end")
+	if strings.Contains(out, "SECRET") {
+		t.Fatalf("secret before it was written: %q", out)
+	}
+	before := currentBox(s)
+	mustWrite(t, key, "SECRET\n")
+	out, _ = runSh(t, s, "cat "+key+" 2>&1; echo end")
+	if strings.Contains(out, "SECRET") {
+		t.Errorf("a credential file that appeared between calls was readable in the next: %q", out)
+	}
+	if currentBox(s) == before {
+		t.Error("the holder was not rebuilt for the new plan")
+	}
+}
+
+// TestSessionSandboxNestedRepoPinned: a repository created in the worktree
+// between two calls is pinned in the second (its config read-only), and the
+// git sweep still runs after the call: a git dir the call renamed is set
+// aside, as after a bubblewrap of its own.
+func TestSessionSandboxNestedRepoPinned(t *testing.T) {
+	s, f := sessionLauncher(t)
+	runSh(t, s, "true")
+	before := currentBox(s)
+	nested := filepath.Join(f.work, "sub")
+	gitRepo(t, f.home, nested)
+	cfg := readFile(t, filepath.Join(nested, ".git", "config"))
+	out, res := runSh(t, s, `echo '[core]' >> sub/.git/config && echo wrote-config; echo end`)
+	if strings.Contains(out, "wrote-config") {
+		t.Errorf("the nested repository was not pinned in the next call: %q", out)
+	}
+	if got := readFile(t, filepath.Join(nested, ".git", "config")); got != cfg {
+		t.Errorf("the nested config changed: %q", got)
+	}
+	if currentBox(s) == before {
+		t.Error("the holder was not rebuilt for the new plan")
+	}
+	out, res = runSh(t, s, `mv sub/.git sub/.git-moved && echo moved-git`)
+	if strings.Contains(out, "moved-git") && len(res.Quarantined) == 0 {
+		t.Errorf("a git dir renamed in the session sandbox was not swept: %q %+v", out, res)
+	}
+}
+
+// TestSessionSandboxMaskDetached: a credential file the host replaces by a
+// rename between two calls (which detaches the holder's mask over it) is
+// still masked in the next call: the holder is built again.
+func TestSessionSandboxMaskDetached(t *testing.T) {
+	s, f := sessionLauncher(t)
+	key := filepath.Join(f.home, ".claude", ".credentials.json") // masked file-exact
+	mustWrite(t, key, "OLD-SECRET\n")
+	out, _ := runSh(t, s, "cat "+key+" 2>&1; grep -c . /proc/self/mountinfo; echo end")
+	t.Logf("first: %q", out)
+	if strings.Contains(out, "SECRET") {
+		t.Fatalf("the credential was readable: %q", out)
+	}
+	before := currentBox(s)
+	mustWrite(t, key+".new", "NEW-SECRET\n")
+	if err := os.Rename(key+".new", key); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = runSh(t, s, "cat "+key+" 2>&1; grep -c . /proc/self/mountinfo; echo end")
+	t.Logf("second: %q", out)
+	if strings.Contains(out, "SECRET") {
+		t.Errorf("a credential renamed into place between calls was readable in the next: %q", out)
+	}
+	if currentBox(s) == before {
+		t.Error("the holder was not rebuilt")
+	}
+}
+
+// TestSessionSandboxTimeout: a call's timeout kills its whole tree, a
+// process that left its session (setsid) included; the session's next
+// call runs.
+func TestSessionSandboxTimeout(t *testing.T) {
+	s, _ := sessionLauncher(t)
+	var out bytes.Buffer
+	res, err := s.Run(context.Background(), Command{Args: []string{"/bin/sh", "-c", "setsid sleep 41.75 & sleep 41.75"},
+		Stdout: &out, Stderr: &out, Timeout: 500 * time.Millisecond})
+	if err != nil || !res.TimedOut {
+		t.Fatalf("run: %v, %+v", err, res)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left, _ := exec.Command("pgrep", "-f", "sleep 41.75").Output()
+		if len(bytes.TrimSpace(left)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left running after the timeout: %s", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out, res := runSh(t, s, "echo next"); out != "next\n" || res.ExitCode != 0 {
+		t.Errorf("the next call: %q %+v", out, res)
+	}
+}
+
+// TestSessionSandboxProcMasks: the slot's own /proc carries the plan's
+// masks (the call's init's memory is covered: nothing is read from it) and
+// bubblewrap's read-only covers.
+func TestSessionSandboxProcMasks(t *testing.T) {
+	s, _ := sessionLauncher(t)
+	out, _ := runSh(t, s, "head -c16 /proc/1/mem 2>/dev/null | wc -c; grep -c ' /proc/1/mem ' /proc/self/mountinfo; (echo 1 > /proc/sys/kernel/ns_last_pid) 2>/dev/null && echo wrote-sysctl; echo end")
+	if out != "0\n1\nend\n" {
+		t.Errorf("%q", out)
+	}
+	if os.Geteuid() == 0 {
+		// A root server's plan: host kernel state masked, /proc read-only.
+		out, _ = runSh(t, s, "cat /proc/keys 2>/dev/null | wc -c; grep -c ' /proc/keys ' /proc/self/mountinfo; awk '$5==\"/proc\" {print $6}' /proc/self/mountinfo | tail -1 | cut -c1-2")
+		if out != "0\n1\nro\n" {
+			t.Errorf("root's /proc plan: %q", out)
+		}
+	}
+}
+
+// TestSessionSandboxNotFound: a command that is not there ends with 127
+// and says so, like a bubblewrap's execvp failure; the next call runs.
+func TestSessionSandboxNotFound(t *testing.T) {
+	s, _ := sessionLauncher(t)
+	var out bytes.Buffer
+	res, err := s.Run(context.Background(), Command{Args: []string{"no-such-command-here"}, Stdout: &out, Stderr: &out, Timeout: 20 * time.Second})
+	if err != nil || res.ExitCode != 127 || !strings.Contains(out.String(), "no-such-command-here") {
+		t.Errorf("%v %+v %q", err, res, out.String())
+	}
+	if out, _ := runSh(t, s, "echo next"); out != "next\n" {
+		t.Errorf("next: %q", out)
+	}
+}
+
+// TestSessionSandboxPrivateTmp: each call has a /tmp and a /dev/shm of its
+// own, as with a bubblewrap per call; what the plan binds below /tmp (here
+// the worktree and the scratch) is there, writable, in every call.
+func TestSessionSandboxPrivateTmp(t *testing.T) {
+	s, f := sessionLauncherUnder(t, "/tmp")
+	out, _ := runSh(t, s, "echo kept > /tmp/marker; echo kept > /dev/shm/marker; echo w > in-work; echo s > $TMPDIR/in-scratch; echo ok")
+	if out != "ok\n" {
+		t.Fatalf("first call: %q", out)
+	}
+	out, _ = runSh(t, s, "cat /tmp/marker /dev/shm/marker 2>/dev/null; cat in-work $TMPDIR/in-scratch")
+	if out != "w\ns\n" {
+		t.Errorf("second call: %q, want only the worktree's and the scratch's files", out)
+	}
+	if readFile(t, filepath.Join(f.work, "in-work")) != "w\n" {
+		t.Error("the worktree write did not reach the host")
+	}
+}
+
+// TestSessionSandboxSecondLayer: where the Landlock layer holds (the
+// startup line says so), a command in the session sandbox runs under it
+// as a per-call spawn does: it cannot create a file in the sandbox's /dev,
+// which bubblewrap's own /dev would allow.
+func TestSessionSandboxSecondLayer(t *testing.T) {
+	s, _ := sessionLauncher(t)
+	if !landlockOn(s.Policy()) {
+		t.Skipf("no second layer here: %s", s.Policy().SecondLayer())
+	}
+	out, res := runSh(t, s, `touch /dev/evener-second-layer 2>&1; echo rc=$?; touch "$TMPDIR/ok" && echo tmp-ok`)
+	if res.ExitCode != 0 || strings.Contains(out, "rc=0") || !strings.Contains(out, "tmp-ok") {
+		t.Fatalf("exit %d: %q; want the /dev create refused and the scratch writable", res.ExitCode, out)
+	}
+	if currentBox(s) == nil {
+		t.Fatal("the command did not run in the session sandbox")
+	}
+}
