@@ -31,8 +31,8 @@ import (
 
 // notifyCall sends one notification about the request in ctx.
 func (t *httpTransport) notifyCall(ctx context.Context, method string, params map[string]any) {
-	if ps, ok := ctx.Value(postStreamKey{}).(*postStream); ok && ps.shared {
-		if cs, ok := mcpserver.ClientSessionFromContext(ctx).(mcpserver.SessionWithStreamableHTTPConfig); ok {
+	if ps, ok := ctx.Value(postStreamKey{}).(*postStream); ok && (ps.shared || ps.lane) {
+		if cs, ok := mcpserver.ClientSessionFromContext(ctx).(mcpserver.SessionWithStreamableHTTPConfig); ok && !ps.lane {
 			// The result must then be written as an SSE event too.
 			cs.UpgradeToSSEWhenReceiveNotification()
 		}
@@ -97,6 +97,10 @@ func (t *httpTransport) orderedStreams(next http.Handler) http.Handler {
 type postStream struct {
 	w      http.ResponseWriter
 	shared bool // a GET stream was open when the POST began
+	// lane: the lane serves the POST (http_lane.go) and writes its result
+	// itself, as an SSE event once a notification made the response a
+	// stream.
+	lane bool
 
 	mu     sync.Mutex // guards w and header: whole events are written under it
 	header bool       // the status line was written

@@ -186,6 +186,10 @@ type httpTransport struct {
 	drain      *drainer
 	streamable *mcpserver.StreamableHTTPServer
 	resumer    *resumer // nil without --persist-sessions
+	// ids mints and validates the MCP session ids (set by handler).
+	ids *idManager
+	// lane serves the gateway's calls without the library (http_lane.go).
+	lane *httpLane
 }
 
 func (t *httpTransport) name() string { return "http" }
@@ -242,10 +246,16 @@ func (t *httpTransport) initialize(ctx context.Context, params json.RawMessage) 
 	return nil
 }
 
-func (t *httpTransport) initialized(context.Context, *mcp.InitializeResult) {}
+// initialized records the library's session for the lane.
+func (t *httpTransport) initialized(ctx context.Context, res *mcp.InitializeResult) {
+	t.lane.opened(ctx, res)
+}
 
 // ended: the transport ended an MCP session (DELETE): so does its sandbox.
-func (t *httpTransport) ended(cs mcpserver.ClientSession) { t.h.drop(cs.SessionID()) }
+func (t *httpTransport) ended(cs mcpserver.ClientSession) {
+	t.lane.closed(cs.SessionID())
+	t.h.drop(cs.SessionID())
+}
 
 // notifyClient sends on the session's own channel: its client's GET
 // stream when one is open.
@@ -260,6 +270,8 @@ func (t *httpTransport) notifyClient(key, method string, params map[string]any) 
 func (t *httpTransport) handler(ho HTTPOptions, store *persistStore) http.Handler {
 	h := t.h
 	ids := newIDManager()
+	t.ids = ids
+	t.lane = newHTTPLane(t)
 	idOpt := mcpserver.WithSessionIdManager(ids)
 	if store != nil {
 		idOpt = mcpserver.WithSessionIdManagerResolver(idResolver{ids: ids})
@@ -275,7 +287,7 @@ func (t *httpTransport) handler(ho HTTPOptions, store *persistStore) http.Handle
 		mcpserver.WithStreamableHTTPLogger(h.o.logger().With("component", "mcp-transport")),
 	)
 	mux := http.NewServeMux()
-	var mcpHandler http.Handler = t.orderedStreams(t.streamable)
+	var mcpHandler http.Handler = t.lane.wrap(t.orderedStreams(t.streamable))
 	if store != nil {
 		t.resumer = &resumer{h: h, ids: ids, store: store, next: mcpHandler, ttl: ho.IdleTimeout}
 		mcpHandler = t.resumer
@@ -502,7 +514,7 @@ func limitBody(max int64, next http.Handler) http.Handler {
 			refuseSessionless(w, body, v)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = &guardedBody{Reader: bytes.NewReader(body), b: body}
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
