@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -37,18 +38,39 @@ type httpLane struct {
 	t *httpTransport
 
 	mu sync.Mutex // guards sessions and flight
-	// sessions are the library's session objects by MCP session id,
-	// recorded when an initialize on a revision with sessions was answered
-	// (the object the library registers after that answer), removed when
-	// the library ends the session.
-	sessions map[string]mcpserver.ClientSession
+	// sessions are the library's sessions by MCP session id, recorded
+	// when an initialize on a revision with sessions was answered (the
+	// object the library registers after that answer), removed when the
+	// library ends the session.
+	sessions map[string]*laneSession
 	// flight are the lane's calls in flight, by session id and request
 	// id (laneFlightKey): a notifications/cancelled naming one cancels it.
 	flight map[string]context.CancelFunc
 }
 
 func newHTTPLane(t *httpTransport) *httpLane {
-	return &httpLane{t: t, sessions: map[string]mcpserver.ClientSession{}, flight: map[string]context.CancelFunc{}}
+	return &httpLane{t: t, sessions: map[string]*laneSession{}, flight: map[string]context.CancelFunc{}}
+}
+
+// laneSession is one library session as the lane knows it.
+type laneSession struct {
+	cs mcpserver.ClientSession
+	// streamed: the session was sent a notification. From then on the
+	// library answers each of its POSTs as an SSE stream recorded in its
+	// event store (resumable), which the lane cannot do: the lane leaves
+	// the session's calls to the library.
+	streamed atomic.Bool
+}
+
+// streamed records that session id was sent a notification (see
+// laneSession.streamed).
+func (l *httpLane) streamed(id string) {
+	if l == nil || id == "" {
+		return
+	}
+	if ls := l.session(id); ls != nil {
+		ls.streamed.Store(true)
+	}
 }
 
 // opened records the library's session of an answered initialize.
@@ -61,7 +83,7 @@ func (l *httpLane) opened(ctx context.Context, res *mcp.InitializeResult) {
 		return
 	}
 	l.mu.Lock()
-	l.sessions[cs.SessionID()] = cs
+	l.sessions[cs.SessionID()] = &laneSession{cs: cs}
 	l.mu.Unlock()
 }
 
@@ -75,7 +97,7 @@ func (l *httpLane) closed(id string) {
 	l.mu.Unlock()
 }
 
-func (l *httpLane) session(id string) mcpserver.ClientSession {
+func (l *httpLane) session(id string) *laneSession {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.sessions[id]
@@ -147,11 +169,11 @@ func (l *httpLane) take(w http.ResponseWriter, r *http.Request) bool {
 	if _, err := l.t.ids.Validate(sid); err != nil {
 		return false
 	}
-	cs := l.session(sid)
-	if cs == nil {
+	ls := l.session(sid)
+	if ls == nil || ls.streamed.Load() {
 		return false
 	}
-	ctx := l.t.h.srv.WithContext(r.Context(), cs)
+	ctx := l.t.h.srv.WithContext(r.Context(), ls.cs)
 	s := l.t.h.lookup(ctx)
 	if s == nil {
 		return false
@@ -210,9 +232,10 @@ func (l *httpLane) take(w http.ResponseWriter, r *http.Request) bool {
 // is absent or one with sessions the library supports (it answers 400 to
 // an unknown one).
 func laneHeaders(h http.Header) bool {
-	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
-		return false
+	if ct := h.Get("Content-Type"); ct != "application/json" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return false
+		}
 	}
 	if !accepts(h, "application/json") || !accepts(h, "text/event-stream") {
 		return false
@@ -222,19 +245,25 @@ func laneHeaders(h http.Header) bool {
 }
 
 // accepts says whether the Accept header names media type mt, its type's
-// wildcard or */*.
+// wildcard or */*, with a quality above zero.
 func accepts(h http.Header, mt string) bool {
 	wild := mt[:strings.IndexByte(mt, '/')] + "/*"
 	for _, line := range h.Values("Accept") {
 		for part := range strings.SplitSeq(line, ",") {
-			if i := strings.IndexByte(part, ';'); i >= 0 {
-				if strings.Contains(strings.ReplaceAll(part[i:], " ", ""), ";q=0") && !strings.Contains(part[i:], "q=0.") {
-					continue // q=0: not acceptable
-				}
-				part = part[:i]
-			}
-			switch strings.ToLower(strings.TrimSpace(part)) {
+			name, params, _ := strings.Cut(part, ";")
+			switch strings.ToLower(strings.TrimSpace(name)) {
 			case mt, wild, "*/*":
+			default:
+				continue
+			}
+			refused := false
+			for p := range strings.SplitSeq(params, ";") {
+				k, v, _ := strings.Cut(p, "=")
+				if strings.EqualFold(strings.TrimSpace(k), "q") && strings.Trim(strings.TrimSpace(v), "0.") == "" {
+					refused = true // q=0, 0.0, 0.000: not acceptable
+				}
+			}
+			if !refused {
 				return true
 			}
 		}

@@ -31,9 +31,14 @@ import (
 
 // notifyCall sends one notification about the request in ctx.
 func (t *httpTransport) notifyCall(ctx context.Context, method string, params map[string]any) {
+	// However it travels, the library answers the session's POSTs as SSE
+	// streams from now on, and so the lane leaves them to it (http_lane.go).
+	t.lane.streamed(t.key(ctx))
 	if ps, ok := ctx.Value(postStreamKey{}).(*postStream); ok && (ps.shared || ps.lane) {
-		if cs, ok := mcpserver.ClientSessionFromContext(ctx).(mcpserver.SessionWithStreamableHTTPConfig); ok && !ps.lane {
-			// The result must then be written as an SSE event too.
+		if cs, ok := mcpserver.ClientSessionFromContext(ctx).(mcpserver.SessionWithStreamableHTTPConfig); ok {
+			// The result must then be written as an SSE event too (the
+			// lane's: it does so itself; and later POSTs, as the library
+			// would have after a notification it sent).
 			cs.UpgradeToSSEWhenReceiveNotification()
 		}
 		if b, err := json.Marshal(notification(method, params)); err == nil {

@@ -261,6 +261,7 @@ func (t *httpTransport) ended(cs mcpserver.ClientSession) {
 // stream when one is open.
 func (t *httpTransport) notifyClient(key, method string, params map[string]any) {
 	if key != "" {
+		t.lane.streamed(key) // the library answers SSE from now on (http_lane.go)
 		_ = t.h.srv.SendNotificationToSpecificClient(key, method, params)
 	}
 }
@@ -521,6 +522,15 @@ func limitBody(max int64, next http.Handler) http.Handler {
 }
 
 func readAtMost(r *http.Request, max int64) ([]byte, error) {
+	if n := r.ContentLength; n >= 0 && n <= max {
+		// The length is known: one buffer of it, not ReadAll's doublings
+		// from 512 bytes. net/http ends the body at that length.
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, fmt.Errorf("read request body: %w", err)
+		}
+		return body, nil
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
 	if err != nil {
 		return nil, fmt.Errorf("read request body: %w", err)
@@ -536,6 +546,12 @@ func readAtMost(r *http.Request, max int64) ([]byte, error) {
 func sessionlessVersion(h http.Header, body []byte) string {
 	if v := h.Get(mcp.HeaderProtocolVersion); mcp.IsModernProtocol(v) {
 		return v
+	}
+	if bytes.IndexByte(body, '\\') < 0 && !bytes.Contains(body, []byte(mcp.MetaKeyProtocolVersion)) {
+		// Without an escape the key would be spelt as it is in the body:
+		// no such key, nothing to decode (a decode cost every call a full
+		// pass over its body).
+		return ""
 	}
 	var m struct {
 		Params struct {
