@@ -130,9 +130,11 @@ func (l *httpLane) take(w http.ResponseWriter, r *http.Request) bool {
 	if !ok {
 		return false
 	}
-	switch m := topLevel(body, "method"); {
-	case bytes.Equal(m, []byte(`"tools/call"`)):
-	case bytes.Equal(m, []byte(`"notifications/cancelled"`)):
+	// The method is checked by the decode below; these only skip what
+	// cannot be either (a method spelt with escapes goes to the library).
+	switch {
+	case bytes.Contains(body, []byte(`"tools/call"`)):
+	case bytes.Contains(body, []byte(`"notifications/cancelled"`)):
 		return l.cancelled(w, sid, body)
 	default:
 		return false
@@ -216,7 +218,7 @@ func (l *httpLane) take(w http.ResponseWriter, r *http.Request) bool {
 	if r.Context().Err() != nil {
 		return true // the client is gone: nothing to write (as the library)
 	}
-	b, err := response(req.ID, res, err)
+	b, err := httpResponse(req.ID, res, err)
 	if err != nil {
 		l.t.h.o.logger().Error("encode tool result", "tool", req.Params.Name, "error", err.Error())
 		http.Error(w, "encode tool result", http.StatusInternalServerError)
@@ -297,11 +299,12 @@ func (l *httpLane) cancelled(w http.ResponseWriter, sid string, body []byte) boo
 	var n struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
 		Params  struct {
 			RequestID json.RawMessage `json:"requestId"`
 		} `json:"params"`
 	}
-	if json.Unmarshal(body, &n) != nil || n.JSONRPC != mcp.JSONRPC_VERSION || n.ID != nil {
+	if json.Unmarshal(body, &n) != nil || n.JSONRPC != mcp.JSONRPC_VERSION || n.ID != nil || n.Method != string(mcp.MethodNotificationCancelled) {
 		return false
 	}
 	key, ok := idKey(n.Params.RequestID)
@@ -340,4 +343,61 @@ func (p *postStream) result(b []byte) {
 	p.w.Header().Set("Content-Type", "application/json")
 	p.w.WriteHeader(http.StatusOK)
 	_, _ = p.w.Write(b)
+}
+
+// httpResponse is response (stdio_lane.go), the library's encoding of a
+// result, with the envelope written around the result's own encoding
+// when the id reads the same copied as decoded and encoded again (an
+// integer of at most 15 digits, a string of plain ASCII): what
+// json.Marshal of the library's response type writes, without decoding
+// the id or reflecting over the envelope.
+func httpResponse(id json.RawMessage, res *mcp.CallToolResult, callErr error) ([]byte, error) {
+	if callErr != nil || res == nil || !plainID(id) {
+		return response(id, res, callErr)
+	}
+	r, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(r)+len(id)+32)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":`...)
+	b = append(b, r...)
+	return append(b, '}', '\n'), nil
+}
+
+// plainID says whether a request id's JSON is its own encoding once
+// decoded (a float64 or a string) and encoded again.
+func plainID(id json.RawMessage) bool {
+	if len(id) == 0 {
+		return false
+	}
+	if id[0] == '"' {
+		if len(id) < 2 || id[len(id)-1] != '"' {
+			return false
+		}
+		for _, c := range id[1 : len(id)-1] {
+			if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				return false
+			}
+		}
+		return true
+	}
+	digits := id
+	if digits[0] == '-' {
+		digits = digits[1:]
+		if len(digits) > 0 && digits[0] == '0' {
+			return false // -0
+		}
+	}
+	if len(digits) == 0 || len(digits) > 15 || (digits[0] == '0' && len(digits) > 1) {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

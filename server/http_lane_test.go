@@ -413,3 +413,23 @@ func TestAccepts(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPResponseMatchesLibrary: the lane's response envelope, written
+// around the result's encoding, is json.Marshal's of the library's type
+// for every id, the ones it copies and the ones it re-encodes.
+func TestHTTPResponseMatchesLibrary(t *testing.T) {
+	res := mcp.NewToolResultStructured(map[string]any{"z": 1}, "<&> \u2028")
+	for _, id := range []string{`7`, `-8`, `0`, `-0`, `123456789012345`, `1234567890123456789`, `"seven"`, `""`, `"<x>"`, `"a&b"`, `"\u00e9"`, "\"\u00e9\"", `"a\"b"`} {
+		got, err := httpResponse(json.RawMessage(id), res, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := response(json.RawMessage(id), res, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("id %s:\n lane    %s library %s", id, got, want)
+		}
+	}
+}
