@@ -31,9 +31,14 @@ import (
 
 // notifyCall sends one notification about the request in ctx.
 func (t *httpTransport) notifyCall(ctx context.Context, method string, params map[string]any) {
-	if ps, ok := ctx.Value(postStreamKey{}).(*postStream); ok && ps.shared {
+	// However it travels, the library answers the session's POSTs as SSE
+	// streams from now on, and so the lane leaves them to it (http_lane.go).
+	t.lane.streamed(t.key(ctx))
+	if ps, ok := ctx.Value(postStreamKey{}).(*postStream); ok && (ps.shared || ps.lane) {
 		if cs, ok := mcpserver.ClientSessionFromContext(ctx).(mcpserver.SessionWithStreamableHTTPConfig); ok {
-			// The result must then be written as an SSE event too.
+			// The result must then be written as an SSE event too (the
+			// lane's: it does so itself; and later POSTs, as the library
+			// would have after a notification it sent).
 			cs.UpgradeToSSEWhenReceiveNotification()
 		}
 		if b, err := json.Marshal(notification(method, params)); err == nil {
@@ -97,6 +102,10 @@ func (t *httpTransport) orderedStreams(next http.Handler) http.Handler {
 type postStream struct {
 	w      http.ResponseWriter
 	shared bool // a GET stream was open when the POST began
+	// lane: the lane serves the POST (http_lane.go) and writes its result
+	// itself, as an SSE event once a notification made the response a
+	// stream.
+	lane bool
 
 	mu     sync.Mutex // guards w and header: whole events are written under it
 	header bool       // the status line was written

@@ -25,7 +25,7 @@ import (
 // share: the calls in flight, so that a notifications/cancelled naming one
 // cancels it. Everything else (our own tools, requests the lane does not
 // know every field of, a client on the sessionless revision) goes to the
-// library. Over HTTP there is no lane.
+// library. Over HTTP the lane is http_lane.go.
 type lane struct {
 	t *stdioTransport
 	// base is the context the library gives its handlers (it holds the

@@ -186,6 +186,10 @@ type httpTransport struct {
 	drain      *drainer
 	streamable *mcpserver.StreamableHTTPServer
 	resumer    *resumer // nil without --persist-sessions
+	// ids mints and validates the MCP session ids (set by handler).
+	ids *idManager
+	// lane serves the gateway's calls without the library (http_lane.go).
+	lane *httpLane
 }
 
 func (t *httpTransport) name() string { return "http" }
@@ -242,15 +246,22 @@ func (t *httpTransport) initialize(ctx context.Context, params json.RawMessage) 
 	return nil
 }
 
-func (t *httpTransport) initialized(context.Context, *mcp.InitializeResult) {}
+// initialized records the library's session for the lane.
+func (t *httpTransport) initialized(ctx context.Context, res *mcp.InitializeResult) {
+	t.lane.opened(ctx, res)
+}
 
 // ended: the transport ended an MCP session (DELETE): so does its sandbox.
-func (t *httpTransport) ended(cs mcpserver.ClientSession) { t.h.drop(cs.SessionID()) }
+func (t *httpTransport) ended(cs mcpserver.ClientSession) {
+	t.lane.closed(cs.SessionID())
+	t.h.drop(cs.SessionID())
+}
 
 // notifyClient sends on the session's own channel: its client's GET
 // stream when one is open.
 func (t *httpTransport) notifyClient(key, method string, params map[string]any) {
 	if key != "" {
+		t.lane.streamed(key) // the library answers SSE from now on (http_lane.go)
 		_ = t.h.srv.SendNotificationToSpecificClient(key, method, params)
 	}
 }
@@ -260,6 +271,8 @@ func (t *httpTransport) notifyClient(key, method string, params map[string]any) 
 func (t *httpTransport) handler(ho HTTPOptions, store *persistStore) http.Handler {
 	h := t.h
 	ids := newIDManager()
+	t.ids = ids
+	t.lane = newHTTPLane(t)
 	idOpt := mcpserver.WithSessionIdManager(ids)
 	if store != nil {
 		idOpt = mcpserver.WithSessionIdManagerResolver(idResolver{ids: ids})
@@ -275,7 +288,7 @@ func (t *httpTransport) handler(ho HTTPOptions, store *persistStore) http.Handle
 		mcpserver.WithStreamableHTTPLogger(h.o.logger().With("component", "mcp-transport")),
 	)
 	mux := http.NewServeMux()
-	var mcpHandler http.Handler = t.orderedStreams(t.streamable)
+	var mcpHandler http.Handler = t.lane.wrap(t.orderedStreams(t.streamable))
 	if store != nil {
 		t.resumer = &resumer{h: h, ids: ids, store: store, next: mcpHandler, ttl: ho.IdleTimeout}
 		mcpHandler = t.resumer
@@ -502,13 +515,22 @@ func limitBody(max int64, next http.Handler) http.Handler {
 			refuseSessionless(w, body, v)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = &guardedBody{Reader: bytes.NewReader(body), b: body}
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
 }
 
 func readAtMost(r *http.Request, max int64) ([]byte, error) {
+	if n := r.ContentLength; n >= 0 && n <= max {
+		// The length is known: one buffer of it, not ReadAll's doublings
+		// from 512 bytes. net/http ends the body at that length.
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, fmt.Errorf("read request body: %w", err)
+		}
+		return body, nil
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
 	if err != nil {
 		return nil, fmt.Errorf("read request body: %w", err)
@@ -524,6 +546,12 @@ func readAtMost(r *http.Request, max int64) ([]byte, error) {
 func sessionlessVersion(h http.Header, body []byte) string {
 	if v := h.Get(mcp.HeaderProtocolVersion); mcp.IsModernProtocol(v) {
 		return v
+	}
+	if bytes.IndexByte(body, '\\') < 0 && !bytes.Contains(body, []byte(mcp.MetaKeyProtocolVersion)) {
+		// Without an escape the key would be spelt as it is in the body:
+		// no such key, nothing to decode (a decode cost every call a full
+		// pass over its body).
+		return ""
 	}
 	var m struct {
 		Params struct {
