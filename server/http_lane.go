@@ -139,9 +139,8 @@ func (l *httpLane) take(w http.ResponseWriter, r *http.Request) bool {
 	default:
 		return false
 	}
-	var req laneRequest
-	if json.Unmarshal(body, &req) != nil || req.JSONRPC != mcp.JSONRPC_VERSION || req.Method != string(mcp.MethodToolsCall) ||
-		req.Params.Task != nil || req.Params.InputResponses != nil || req.Params.RequestState != nil {
+	req, key, args, ok := decodeLaneCall(body, l.t.h.gw)
+	if !ok {
 		return false
 	}
 	if m := req.Params.Meta; m != nil && (m.ProgressToken != nil || m.AdditionalFields[mcp.MetaKeyProtocolVersion] != nil) {
@@ -149,17 +148,6 @@ func (l *httpLane) take(w http.ResponseWriter, r *http.Request) bool {
 		// event store, so the stream can be resumed); the protocol
 		// revision in _meta is the library's to check.
 		return false
-	}
-	key, ok := idKey(req.ID)
-	if !ok || !l.t.h.gw.has(req.Params.Name) {
-		return false
-	}
-	args := req.Params.Arguments
-	if len(args) > 0 && args[0] != '{' {
-		if string(args) != "null" {
-			return false // the library answers what is not an object
-		}
-		args = nil
 	}
 	// The session: one the id manager knows (the library answers 404
 	// otherwise), whose initialize the library answered, that the hub

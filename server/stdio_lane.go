@@ -86,6 +86,29 @@ type laneRequest struct {
 	} `json:"params"`
 }
 
+// decodeLaneCall decodes msg as a tools/call of a gateway tool the hub serves
+// that a lane (stdio's or HTTP's) can answer in full: no task or
+// multi-round-trip state, a plain id (its key), arguments an object or
+// absent. ok is false for anything the library must answer.
+func decodeLaneCall(msg []byte, gw *gatewayHub) (req laneRequest, key string, args json.RawMessage, ok bool) {
+	if json.Unmarshal(msg, &req) != nil || req.JSONRPC != mcp.JSONRPC_VERSION || req.Method != string(mcp.MethodToolsCall) ||
+		req.Params.Task != nil || req.Params.InputResponses != nil || req.Params.RequestState != nil {
+		return req, "", nil, false
+	}
+	key, ok = idKey(req.ID)
+	if !ok || !gw.has(req.Params.Name) {
+		return req, "", nil, false
+	}
+	args = req.Params.Arguments
+	if len(args) > 0 && args[0] != '{' {
+		if string(args) != "null" {
+			return req, "", nil, false // the library answers what is not an object
+		}
+		args = nil
+	}
+	return req, key, args, true
+}
+
 // take serves line if it is a tools/call of a gateway tool the lane can
 // serve, and says whether it did. The guard has checked the line already
 // (size, UTF-8, nesting, duplicate keys).
@@ -100,21 +123,9 @@ func (l *lane) take(line []byte) bool {
 	default:
 		return false
 	}
-	var req laneRequest
-	if json.Unmarshal(line, &req) != nil || req.JSONRPC != mcp.JSONRPC_VERSION || req.Method != string(mcp.MethodToolsCall) ||
-		req.Params.Task != nil || req.Params.InputResponses != nil || req.Params.RequestState != nil {
+	req, key, args, ok := decodeLaneCall(line, l.t.h.gw)
+	if !ok {
 		return false
-	}
-	key, ok := idKey(req.ID)
-	if !ok || !l.t.h.gw.has(req.Params.Name) {
-		return false
-	}
-	args := req.Params.Arguments
-	if len(args) > 0 && args[0] != '{' {
-		if string(args) != "null" {
-			return false // the library answers what is not an object
-		}
-		args = nil
 	}
 	ctx, cancel := context.WithCancel(l.base)
 	l.mu.Lock()
