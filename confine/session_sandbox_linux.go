@@ -70,14 +70,15 @@ type sessionBoxes struct {
 }
 
 // sessionEligible says whether c may run in the session sandbox: a
-// sandboxed, non-terminal command without a network (the session's net
-// namespace holds only a loopback), under a session that has no shared
-// loopback of its own.
+// sandboxed, non-terminal command with no network or the session's
+// allowlisted one (the holder's network namespace then runs the relay to
+// the session's proxies, and the calls share it), under a session that has
+// no shared loopback of its own.
 func (s *Launcher) sessionEligible(p *Policy, c Command) bool {
 	if !sessionSandboxOn() || !s.sb.server.Load() || p.Mode() == ModeOff || c.Terminal || c.Network == NetworkHost {
 		return false
 	}
-	if p.Network() != NetworkOff && c.Network != NetworkOff {
+	if n := callNetwork(p, c); n != NetworkOff && n != NetworkOn {
 		return false
 	}
 	s.lbMu.Lock()
@@ -86,10 +87,22 @@ func (s *Launcher) sessionEligible(p *Policy, c Command) bool {
 	return !lb
 }
 
+// callNetwork is the network c gets under p, as prepare resolves it: the
+// policy's, unless the command turns it off or asks for the host's.
+func callNetwork(p *Policy, c Command) Network {
+	if c.Network == NetworkOff || c.Network == NetworkHost {
+		return c.Network
+	}
+	return p.Network()
+}
+
 // sessionCall is one call's resolved spawn.
 type sessionCall struct {
 	holderArgs []string // bubblewrap options of the holder (without its command)
 	req        slotRequest
+	// relay: the holder's network namespace is shared by its calls and
+	// runs the relay to the session's proxies (network on).
+	relay bool
 }
 
 // sessionPrepare is prepare for a call in the session sandbox: the same
@@ -113,6 +126,35 @@ func (s *Launcher) sessionPrepare(p *Policy, c Command) (*sessionCall, error) {
 	}
 	Phase("plan")
 	l.ScratchParent = s.hideBeside
+	network := callNetwork(p, c)
+	sc := &sessionCall{relay: network == NetworkOn}
+	if network == NetworkOn {
+		// The per-call path's egress (launcher_linux.go's prepare): the
+		// same bridge binds and the same environment; the relay runs once
+		// in the holder instead of in front of every command.
+		s.mu.Lock()
+		eg, exe := s.egress, s.exe
+		s.mu.Unlock()
+		if eg == nil {
+			return nil, fmt.Errorf("%w: the network is on but no egress proxies run for this session", ErrSandboxSetup)
+		}
+		for _, src := range []string{exe, eg.HTTPSocket, eg.SOCKSSocket} {
+			if k, _ := lstatKind(src); k == PathAbsent || k == PathSymlink || k == PathDir {
+				return nil, fmt.Errorf("%w: egress bridge %s is missing or not what it was", ErrUnsafeLayout, src)
+			}
+		}
+		l.Egress = &EgressMounts{Exe: exe, HTTPSocket: eg.HTTPSocket, SOCKSSocket: eg.SOCKSSocket}
+		for k, v := range egressEnv(*eg) {
+			over[k] = v
+		}
+	}
+	if a := s.agentSocket(); a != "" {
+		if k, _ := lstatKind(a); k == PathAbsent || k == PathSymlink || k == PathDir {
+			return nil, fmt.Errorf("%w: the session's SSH agent socket is missing or not what it was", ErrUnsafeLayout)
+		}
+		l.Agent = a
+		over["SSH_AUTH_SOCK"] = AgentSocket
+	}
 	cacheEnv := map[string]string{}
 	switch p.Cache() {
 	case CachePrivate:
@@ -127,7 +169,6 @@ func (s *Launcher) sessionPrepare(p *Policy, c Command) (*sessionCall, error) {
 	}
 	plan := Plan(p, l)
 	var box MountPlan
-	sc := &sessionCall{}
 	for _, m := range plan {
 		// What lies in /proc is the slot's: its /proc is mounted afresh.
 		if m.Kind != MountProc && Within(m.Dst, "/proc") {
@@ -152,8 +193,11 @@ func (s *Launcher) sessionPrepare(p *Policy, c Command) (*sessionCall, error) {
 		"--cap-add", "ALL", "--hostname", "evener-sandbox", "--info-fd", "3"}
 	args = append(args, box.Args()...)
 	// The spawner and the slots are this binary, at the egress relay's
-	// place (no egress in a session sandbox).
-	args = append(args, "--ro-bind", exe, relayExe, "--chdir", "/")
+	// place (the plan binds it there already with the network on).
+	if l.Egress == nil {
+		args = append(args, "--ro-bind", exe, relayExe)
+	}
+	args = append(args, "--chdir", "/")
 	sc.holderArgs = args
 	prog, err := SeccompProgram()
 	if err != nil {
@@ -162,7 +206,7 @@ func (s *Launcher) sessionPrepare(p *Policy, c Command) (*sessionCall, error) {
 	lim := p.Limits()
 	landlock := ""
 	if landlockOn(p) {
-		r := RulesForLandlock(p, l, NetworkOff)
+		r := RulesForLandlock(p, l, network)
 		r.HostNetNS = hostNetNS()
 		landlock = r.Encode()
 	}
@@ -201,7 +245,7 @@ func sessionKey(sc *sessionCall) string {
 	for _, m := range sc.req.ProcMasks {
 		fmt.Fprintf(&b, "%s %v\x00", m.Path, m.Dir)
 	}
-	fmt.Fprintf(&b, "ro=%v", sc.req.ProcRO)
+	fmt.Fprintf(&b, "ro=%v relay=%v", sc.req.ProcRO, sc.relay)
 	return b.String()
 }
 
@@ -262,7 +306,7 @@ func (s *Launcher) retireLocked(b *sessionBox) {
 // buildBox starts a holder with sc's options and waits for its spawner.
 func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox, error) {
 	exe := relayExe
-	pp, err := json.Marshal(procPlan{Masks: sc.req.ProcMasks, ReadOnly: sc.req.ProcRO})
+	pp, err := json.Marshal(procPlan{Masks: sc.req.ProcMasks, ReadOnly: sc.req.ProcRO, Relay: sc.relay})
 	if err != nil {
 		return nil, err
 	}
