@@ -68,10 +68,12 @@ type procPlan struct {
 	ReadOnly bool
 	// Relay: the network is on. The spawner relays the holder's loopback
 	// proxy ports to the bridge sockets (as RunRelay does in front of a
-	// per-call command), and the slots share the holder's network
-	// namespace instead of making their own (docs/security.md, "Session
-	// sandbox").
+	// per-call command).
 	Relay bool
+	// SharedNet: the slots share the holder's network namespace (the
+	// relay's, or the session loopback's) instead of making their own
+	// (docs/security.md, "Session sandbox").
+	SharedNet bool
 }
 
 // parseProcPlan reads the spawner's and a slot's one argument.
@@ -119,13 +121,15 @@ func RunSessionSpawner(args []string) int {
 		return 125
 	}
 	// Every slot makes a network namespace of its own (a loopback only),
-	// unless the network is on: then the slots share the holder's, where
-	// the relay listens before the first call.
+	// unless the slots share the holder's: with the network on, where the
+	// relay listens before the first call, or the session loopback's.
 	netFlag := uintptr(unix.CLONE_NEWNET)
 	if pp.Relay {
 		if code := listenRelays(relayHTTPSock, relaySOCKSSock); code != 0 {
 			return code
 		}
+	}
+	if pp.SharedNet {
 		netFlag = 0
 	}
 	if _, err := os.Stdout.WriteString("ready\n"); err != nil {
@@ -237,7 +241,7 @@ func RunSessionSlot(args []string) int {
 	if err != nil {
 		return die("the /proc plan", err)
 	}
-	if !pp.Relay {
+	if !pp.SharedNet {
 		if err := loopbackUp(); err != nil {
 			return die("bring up the loopback", err)
 		}

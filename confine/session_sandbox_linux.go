@@ -72,19 +72,15 @@ type sessionBoxes struct {
 // sessionEligible says whether c may run in the session sandbox: a
 // sandboxed, non-terminal command with no network or the session's
 // allowlisted one (the holder's network namespace then runs the relay to
-// the session's proxies, and the calls share it), under a session that has
-// no shared loopback of its own.
+// the session's proxies, and the calls share it). In a session with a
+// shared loopback (a terminal started) the holder joins the loopback's
+// network namespace, as a per-call spawn would.
 func (s *Launcher) sessionEligible(p *Policy, c Command) bool {
 	if !sessionSandboxOn() || !s.sb.server.Load() || p.Mode() == ModeOff || c.Terminal || c.Network == NetworkHost {
 		return false
 	}
-	if n := callNetwork(p, c); n != NetworkOff && n != NetworkOn {
-		return false
-	}
-	s.lbMu.Lock()
-	lb := s.lbWanted
-	s.lbMu.Unlock()
-	return !lb
+	n := callNetwork(p, c)
+	return n == NetworkOff || n == NetworkOn
 }
 
 // callNetwork is the network c gets under p, as prepare resolves it: the
@@ -103,6 +99,9 @@ type sessionCall struct {
 	// relay: the holder's network namespace is shared by its calls and
 	// runs the relay to the session's proxies (network on).
 	relay bool
+	// lb: the holder joins the session loopback's network namespace
+	// (loopback_linux.go), shared by its calls, whose holder relays.
+	lb *loopback
 }
 
 // sessionPrepare is prepare for a call in the session sandbox: the same
@@ -127,7 +126,22 @@ func (s *Launcher) sessionPrepare(p *Policy, c Command) (*sessionCall, error) {
 	Phase("plan")
 	l.ScratchParent = s.hideBeside
 	network := callNetwork(p, c)
-	sc := &sessionCall{relay: network == NetworkOn}
+	sc := &sessionCall{}
+	s.lbMu.Lock()
+	shared := s.lbWanted
+	s.lbMu.Unlock()
+	if shared && c.Network != NetworkOff {
+		// The session's loopback, as prepare joins it: made on first use;
+		// not joined when the policy's network changed since it was made.
+		lb, joinNet, err := s.sessionHolder(p, true)
+		if err != nil {
+			return nil, err
+		}
+		if joinNet {
+			sc.lb = lb
+		}
+	}
+	sc.relay = network == NetworkOn && sc.lb == nil
 	if network == NetworkOn {
 		// The per-call path's egress (launcher_linux.go's prepare): the
 		// same bridge binds and the same environment; the relay runs once
@@ -188,9 +202,12 @@ func (s *Launcher) sessionPrepare(p *Policy, c Command) (*sessionCall, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-		"--unshare-net", "--die-with-parent", "--new-session", "--as-pid-1",
-		"--cap-add", "ALL", "--hostname", "evener-sandbox", "--info-fd", "3"}
+	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"}
+	if sc.lb == nil {
+		args = append(args, "--unshare-net")
+	}
+	args = append(args, "--die-with-parent", "--new-session", "--as-pid-1",
+		"--cap-add", "ALL", "--hostname", "evener-sandbox", "--info-fd", "3")
 	args = append(args, box.Args()...)
 	// The spawner and the slots are this binary, at the egress relay's
 	// place (the plan binds it there already with the network on).
@@ -245,7 +262,7 @@ func sessionKey(sc *sessionCall) string {
 	for _, m := range sc.req.ProcMasks {
 		fmt.Fprintf(&b, "%s %v\x00", m.Path, m.Dir)
 	}
-	fmt.Fprintf(&b, "ro=%v relay=%v", sc.req.ProcRO, sc.relay)
+	fmt.Fprintf(&b, "ro=%v relay=%v loopback=%v", sc.req.ProcRO, sc.relay, sc.lb != nil)
 	return b.String()
 }
 
@@ -306,7 +323,7 @@ func (s *Launcher) retireLocked(b *sessionBox) {
 // buildBox starts a holder with sc's options and waits for its spawner.
 func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox, error) {
 	exe := relayExe
-	pp, err := json.Marshal(procPlan{Masks: sc.req.ProcMasks, ReadOnly: sc.req.ProcRO, Relay: sc.relay})
+	pp, err := json.Marshal(procPlan{Masks: sc.req.ProcMasks, ReadOnly: sc.req.ProcRO, Relay: sc.relay, SharedNet: sc.relay || sc.lb != nil})
 	if err != nil {
 		return nil, err
 	}
@@ -339,19 +356,64 @@ func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox
 		return nil, err
 	}
 	args := append(append([]string{"bwrap"}, sc.holderArgs...), "--", exe, SpawnerSubcommand, string(pp))
+	path := p.host.Bwrap
+	var opts []string
+	if sc.lb != nil {
+		// In the session loopback's network namespace (and, for a user
+		// server, its user namespace, which owns it), as a per-call
+		// spawn enters them.
+		var at int
+		path, args, at = sc.lb.wrap(path, args, true)
+		if sc.lb.userNS != nil {
+			// In the session's user namespace the whole session counts
+			// against one procs (loopback_linux.go): the holder's
+			// bubblewrap gets RLIMIT_NPROC = procs before it makes its
+			// namespace, reading its options from a pipe filled after
+			// prlimit(2), as a per-call spawn's does.
+			opts = args[at+1 : at+1+len(sc.holderArgs)]
+			args = append(append(args[:at+1:at+1], "--args", "5"), args[at+1+len(sc.holderArgs):]...)
+		}
+	}
+	var optsR, optsW *os.File
+	files := []*os.File{infoW, reqH}
+	if opts != nil {
+		if optsR, optsW, err = os.Pipe(); err != nil {
+			reqS.Close()
+			reqH.Close()
+			infoW.Close()
+			inR.Close()
+			inW.Close()
+			outR.Close()
+			outW.Close()
+			return nil, fmt.Errorf("%w: options pipe: %v", ErrSandboxSetup, err)
+		}
+		files = append(files, optsR)
+	}
 	// No parent-death signal (it follows the forking thread, which Go may
 	// end): the holder ends when its stdin closes (the server's Close, or
 	// the server's death).
-	cmd := &exec.Cmd{Path: p.host.Bwrap, Args: args, Dir: "/", Env: []string{"PATH=/usr/bin:/bin", "GOMAXPROCS=1", "GOGC=400"},
-		Stdin: inR, Stdout: outW, Stderr: os.Stderr, ExtraFiles: []*os.File{infoW, reqH}}
+	cmd := &exec.Cmd{Path: path, Args: args, Dir: "/", Env: []string{"PATH=/usr/bin:/bin", "GOMAXPROCS=1", "GOGC=400"},
+		Stdin: inR, Stdout: outW, Stderr: os.Stderr, ExtraFiles: files}
 	err = cmd.Start()
 	inR.Close()
 	outW.Close()
 	infoW.Close()
 	reqH.Close()
+	if optsR != nil {
+		optsR.Close()
+		if err == nil {
+			if err = limitThenRelease(cmd.Process.Pid, p.Limits().Procs, opts, optsW); err != nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		} else {
+			optsW.Close()
+		}
+	}
 	if err != nil {
 		inW.Close()
 		reqS.Close()
+		outR.Close()
 		return nil, fmt.Errorf("%w: start the session sandbox: %v", ErrSandboxSetup, err)
 	}
 	b := &sessionBox{key: key, cmd: cmd, hold: inW, req: reqS, exited: make(chan struct{}),

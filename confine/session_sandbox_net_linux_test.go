@@ -200,3 +200,66 @@ for p in (3128, 1080):
 	cancel()
 	<-done
 }
+
+// TestSessionSandboxSessionLoopback: once a session shares its loopback
+// (a terminal started), the session sandbox joins the loopback's network
+// namespace, as a per-call spawn does: a server a per-call spawn (a
+// terminal's) listens on is reachable from the session sandbox's call, and
+// the proxies through the loopback holder's relay; the host reaches
+// neither.
+func TestSessionSandboxSessionLoopback(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	s, f := sessionLauncherNet(t)
+	if out, _ := runBash(t, s, "echo before"); out != "before\n" {
+		t.Fatalf("before: %q", out)
+	}
+	before := currentBox(s)
+	if err := s.LoopbackAvailable(); err != nil {
+		t.Skip(err)
+	}
+	s.ShareLoopback()
+	port := strconv.Itoa(freeHostPort(t))
+	server := `import socket
+s=socket.socket(); s.bind(("127.0.0.1",` + port + `)); s.listen(4)
+open("listening","w").close()
+s.settimeout(20)
+try:
+    c,_=s.accept(); c.sendall(b"from-the-terminal\n"); c.close()
+except Exception as e:
+    print("no client", e, flush=True)
+`
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The listener in a per-call spawn (the opt-in off for it), as a
+	// terminal's command starts.
+	t.Setenv(SessionSandboxEnv, "")
+	var srvOut bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Run(ctx, Command{Args: []string{"/usr/bin/python3", "-c", server}, Stdout: &srvOut, Stderr: &srvOut, Timeout: 30 * time.Second})
+		done <- err
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(f.work, "listening")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the per-call spawn did not listen: %s", srvOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Setenv(SessionSandboxEnv, "1")
+	out, res := runBash(t, s, `(exec 3<>/dev/tcp/127.0.0.1/`+port+` && head -1 <&3) 2>/dev/null || echo unreachable
+for p in 3128 1080; do (exec 3<>/dev/tcp/127.0.0.1/$p && head -1 <&3) 2>&1 || echo no-$p; done`)
+	if res.ExitCode != 0 || out != "from-the-terminal\nhttp-proxy\nsocks-proxy\n" {
+		t.Errorf("the session sandbox's call in the session loopback: exit %d, %q", res.ExitCode, out)
+	}
+	if b := currentBox(s); b == nil || b == before {
+		t.Error("the session sandbox was not rebuilt in the session loopback")
+	}
+	cancel()
+	<-done
+}
