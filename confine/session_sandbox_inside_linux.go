@@ -326,6 +326,13 @@ func RunSessionSlot(args []string) int {
 			if nproc >= 0 {
 				l[1] = uint64(nproc)
 			}
+			// Never above the hard limit the holder got (in a session
+			// loopback's user namespace its bubblewrap has procs): a
+			// raise would fail.
+			var cur unix.Rlimit
+			if unix.Getrlimit(unix.RLIMIT_NPROC, &cur) == nil && cur.Max < l[1] {
+				l[1] = cur.Max
+			}
 			nprocLimit = unix.Rlimit{Cur: l[1], Max: l[1]}
 			continue
 		}

@@ -130,6 +130,14 @@ func (s *Launcher) sessionPrepare(p *Policy, c Command) (*sessionCall, error) {
 	s.lbMu.Lock()
 	shared := s.lbWanted
 	s.lbMu.Unlock()
+	if !shared && s.be.sessionNS.Load() && !p.host.RunAsRoot {
+		// A user server's session namespaces, made at the first spawn as
+		// the per-call path makes them (its holder ends once they are
+		// open): the session's per-call spawns enter them.
+		if _, _, err := s.sessionHolder(p, false); err != nil {
+			return nil, err
+		}
+	}
 	if shared && c.Network != NetworkOff {
 		// The session's loopback, as prepare joins it: made on first use;
 		// not joined when the policy's network changed since it was made.
