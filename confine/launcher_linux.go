@@ -127,18 +127,7 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 		l.Agent = a
 		over["SSH_AUTH_SOCK"] = AgentSocket
 	}
-	cacheEnv := map[string]string{}
-	switch p.Cache() {
-	case CachePrivate:
-		cacheEnv = CacheEnv(s.scratch, p.Mode(), envLookup(p.env, "GOPATH"))
-	case CacheOverlay:
-		cacheEnv = overlayCacheEnv(p, s.scratch, l.CacheRoots)
-	}
-	for k, v := range cacheEnv {
-		if _, set := c.Env[k]; !set {
-			over[k] = v
-		}
-	}
+	s.addCacheEnv(p, l, c, over)
 	plan, cmdArgs, landlock, err := s.landlockWrap(p, l, Plan(p, l), cmdArgs, network)
 	if err != nil {
 		return nil, err
@@ -585,4 +574,22 @@ func childPID(b []byte) (int, bool) {
 // nothing the server inherited from its own parent reaches a sandbox.
 func SealInheritedFDs() error {
 	return unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+}
+
+// addCacheEnv adds to over the cache variables p's cache mode gives a
+// spawn (private caches in the scratch, or the overlays' own), except
+// those the command sets itself.
+func (s *Launcher) addCacheEnv(p *Policy, l Layout, c Command, over map[string]string) {
+	var cacheEnv map[string]string
+	switch p.Cache() {
+	case CachePrivate:
+		cacheEnv = CacheEnv(s.scratch, p.Mode(), envLookup(p.env, "GOPATH"))
+	case CacheOverlay:
+		cacheEnv = overlayCacheEnv(p, s.scratch, l.CacheRoots)
+	}
+	for k, v := range cacheEnv {
+		if _, set := c.Env[k]; !set {
+			over[k] = v
+		}
+	}
 }

@@ -66,6 +66,24 @@ type slotRequest struct {
 type procPlan struct {
 	Masks    []slotMask
 	ReadOnly bool
+	// Relay: the network is on. The spawner relays the holder's loopback
+	// proxy ports to the bridge sockets (as RunRelay does in front of a
+	// per-call command).
+	Relay bool
+	// SharedNet: the slots share the holder's network namespace (the
+	// relay's, or the session loopback's) instead of making their own
+	// (docs/security.md, "Session sandbox").
+	SharedNet bool
+}
+
+// parseProcPlan reads the spawner's and a slot's one argument.
+func parseProcPlan(args []string) (procPlan, error) {
+	var pp procPlan
+	if len(args) != 1 {
+		return pp, fmt.Errorf("want one argument, got %d", len(args))
+	}
+	err := json.Unmarshal([]byte(args[0]), &pp)
+	return pp, err
 }
 
 type slotMask struct {
@@ -97,6 +115,23 @@ func RunSessionSpawner(args []string) int {
 		return 125
 	}
 	unix.CloseOnExec(3)
+	pp, err := parseProcPlan(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "evener-mcp spawner: the plan:", err)
+		return 125
+	}
+	// Every slot makes a network namespace of its own (a loopback only),
+	// unless the slots share the holder's: with the network on, where the
+	// relay listens before the first call, or the session loopback's.
+	netFlag := uintptr(unix.CLONE_NEWNET)
+	if pp.Relay {
+		if code := listenRelays(relayHTTPSock, relaySOCKSSock); code != 0 {
+			return code
+		}
+	}
+	if pp.SharedNet {
+		netFlag = 0
+	}
 	if _, err := os.Stdout.WriteString("ready\n"); err != nil {
 		return 125
 	}
@@ -124,9 +159,10 @@ func RunSessionSpawner(args []string) int {
 			Files: []uintptr{0, 1, 2, spawnerReqFD, uintptr(taken[1])},
 			Sys: &syscall.SysProcAttr{
 				// Per call, as a bubblewrap of its own would have them:
-				// PID, mount, network (a loopback of its own), IPC and
-				// UTS namespaces; made ahead of the call.
-				Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS,
+				// PID, mount, network (a loopback of its own; the
+				// holder's with the network on), IPC and UTS
+				// namespaces; made ahead of the call.
+				Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS | netFlag | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS,
 				Pdeathsig:  syscall.SIGKILL,
 			},
 		}
@@ -201,8 +237,14 @@ func RunSessionSlot(args []string) int {
 	if err := unix.Mount("proc", "/proc", "proc", procFlags, ""); err != nil {
 		return die("mount /proc", err)
 	}
-	if err := loopbackUp(); err != nil {
-		return die("bring up the loopback", err)
+	pp, err := parseProcPlan(args)
+	if err != nil {
+		return die("the /proc plan", err)
+	}
+	if !pp.SharedNet {
+		if err := loopbackUp(); err != nil {
+			return die("bring up the loopback", err)
+		}
 	}
 	// A /tmp and a /dev/shm of the call's own, as a bubblewrap of its own
 	// would have: what the plan mounts below /tmp moves onto the new one.
@@ -222,26 +264,19 @@ func RunSessionSlot(args []string) int {
 	}
 	// The holder's /proc plan (the same for every call of this holder:
 	// a plan that differs builds a new one), applied ahead of the call.
-	if len(args) == 1 {
-		var pp procPlan
-		if err := json.Unmarshal([]byte(args[0]), &pp); err != nil {
-			return die("the /proc plan", err)
+	for _, m := range pp.Masks {
+		if err := procMask(m); err != nil && !os.IsNotExist(err) {
+			return die("mask "+m.Path, err)
 		}
-		for _, m := range pp.Masks {
-			if err := procMask(m); err != nil && !os.IsNotExist(err) {
-				return die("mask "+m.Path, err)
-			}
-		}
-		if pp.ReadOnly {
-			if err := unix.Mount("", "/proc", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|procFlags, ""); err != nil {
-				return die("remount /proc read-only", err)
-			}
+	}
+	if pp.ReadOnly {
+		if err := unix.Mount("", "/proc", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|procFlags, ""); err != nil {
+			return die("remount /proc read-only", err)
 		}
 	}
 	buf := make([]byte, 1<<20)
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	var n, oobn int
-	var err error
 	for {
 		n, oobn, _, _, err = unix.Recvmsg(slotReqFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err != unix.EINTR {
@@ -290,6 +325,13 @@ func RunSessionSlot(args []string) int {
 			// set, the Go runtime could not start a thread it needs.
 			if nproc >= 0 {
 				l[1] = uint64(nproc)
+			}
+			// Never above the hard limit the holder got (in a session
+			// loopback's user namespace its bubblewrap has procs): a
+			// raise would fail.
+			var cur unix.Rlimit
+			if unix.Getrlimit(unix.RLIMIT_NPROC, &cur) == nil && cur.Max < l[1] {
+				l[1] = cur.Max
 			}
 			nprocLimit = unix.Rlimit{Cur: l[1], Max: l[1]}
 			continue

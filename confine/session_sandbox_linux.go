@@ -70,26 +70,38 @@ type sessionBoxes struct {
 }
 
 // sessionEligible says whether c may run in the session sandbox: a
-// sandboxed, non-terminal command without a network (the session's net
-// namespace holds only a loopback), under a session that has no shared
-// loopback of its own.
+// sandboxed, non-terminal command with no network or the session's
+// allowlisted one (the holder's network namespace then runs the relay to
+// the session's proxies, and the calls share it). In a session with a
+// shared loopback (a terminal started) the holder joins the loopback's
+// network namespace, as a per-call spawn would.
 func (s *Launcher) sessionEligible(p *Policy, c Command) bool {
 	if !sessionSandboxOn() || !s.sb.server.Load() || p.Mode() == ModeOff || p.Backend() == backendLandlock || c.Terminal || c.Network == NetworkHost {
 		return false
 	}
-	if p.Network() != NetworkOff && c.Network != NetworkOff {
-		return false
+	n := callNetwork(p, c)
+	return n == NetworkOff || n == NetworkOn
+}
+
+// callNetwork is the network c gets under p, as prepare resolves it: the
+// policy's, unless the command turns it off or asks for the host's.
+func callNetwork(p *Policy, c Command) Network {
+	if c.Network == NetworkOff || c.Network == NetworkHost {
+		return c.Network
 	}
-	s.lbMu.Lock()
-	lb := s.lbWanted
-	s.lbMu.Unlock()
-	return !lb
+	return p.Network()
 }
 
 // sessionCall is one call's resolved spawn.
 type sessionCall struct {
 	holderArgs []string // bubblewrap options of the holder (without its command)
 	req        slotRequest
+	// relay: the holder's network namespace is shared by its calls and
+	// runs the relay to the session's proxies (network on).
+	relay bool
+	// lb: the holder joins the session loopback's network namespace
+	// (loopback_linux.go), shared by its calls, whose holder relays.
+	lb *loopback
 }
 
 // sessionPrepare is prepare for a call in the session sandbox: the same
@@ -113,21 +125,61 @@ func (s *Launcher) sessionPrepare(p *Policy, c Command) (*sessionCall, error) {
 	}
 	Phase("plan")
 	l.ScratchParent = s.hideBeside
-	cacheEnv := map[string]string{}
-	switch p.Cache() {
-	case CachePrivate:
-		cacheEnv = CacheEnv(s.scratch, p.Mode(), envLookup(p.env, "GOPATH"))
-	case CacheOverlay:
-		cacheEnv = overlayCacheEnv(p, s.scratch, l.CacheRoots)
+	network := callNetwork(p, c)
+	sc := &sessionCall{}
+	s.lbMu.Lock()
+	shared := s.lbWanted
+	s.lbMu.Unlock()
+	if !shared && s.be.sessionNS.Load() && !p.host.RunAsRoot {
+		// A user server's session namespaces, made at the first spawn as
+		// the per-call path makes them (its holder ends once they are
+		// open): the session's per-call spawns enter them.
+		if _, _, err := s.sessionHolder(p, false); err != nil {
+			return nil, err
+		}
 	}
-	for k, v := range cacheEnv {
-		if _, set := c.Env[k]; !set {
+	if shared && c.Network != NetworkOff {
+		// The session's loopback, as prepare joins it: made on first use;
+		// not joined when the policy's network changed since it was made.
+		lb, joinNet, err := s.sessionHolder(p, true)
+		if err != nil {
+			return nil, err
+		}
+		if joinNet {
+			sc.lb = lb
+		}
+	}
+	sc.relay = network == NetworkOn && sc.lb == nil
+	if network == NetworkOn {
+		// The per-call path's egress (launcher_linux.go's prepare): the
+		// same bridge binds and the same environment; the relay runs once
+		// in the holder instead of in front of every command.
+		s.mu.Lock()
+		eg, exe := s.egress, s.exe
+		s.mu.Unlock()
+		if eg == nil {
+			return nil, fmt.Errorf("%w: the network is on but no egress proxies run for this session", ErrSandboxSetup)
+		}
+		for _, src := range []string{exe, eg.HTTPSocket, eg.SOCKSSocket} {
+			if k, _ := lstatKind(src); k == PathAbsent || k == PathSymlink || k == PathDir {
+				return nil, fmt.Errorf("%w: egress bridge %s is missing or not what it was", ErrUnsafeLayout, src)
+			}
+		}
+		l.Egress = &EgressMounts{Exe: exe, HTTPSocket: eg.HTTPSocket, SOCKSSocket: eg.SOCKSSocket}
+		for k, v := range egressEnv(*eg) {
 			over[k] = v
 		}
 	}
+	if a := s.agentSocket(); a != "" {
+		if k, _ := lstatKind(a); k == PathAbsent || k == PathSymlink || k == PathDir {
+			return nil, fmt.Errorf("%w: the session's SSH agent socket is missing or not what it was", ErrUnsafeLayout)
+		}
+		l.Agent = a
+		over["SSH_AUTH_SOCK"] = AgentSocket
+	}
+	s.addCacheEnv(p, l, c, over)
 	plan := Plan(p, l)
 	var box MountPlan
-	sc := &sessionCall{}
 	for _, m := range plan {
 		// What lies in /proc is the slot's: its /proc is mounted afresh.
 		if m.Kind != MountProc && Within(m.Dst, "/proc") {
@@ -147,13 +199,19 @@ func (s *Launcher) sessionPrepare(p *Policy, c Command) (*sessionCall, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-		"--unshare-net", "--die-with-parent", "--new-session", "--as-pid-1",
-		"--cap-add", "ALL", "--hostname", "evener-sandbox", "--info-fd", "3"}
+	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"}
+	if sc.lb == nil {
+		args = append(args, "--unshare-net")
+	}
+	args = append(args, "--die-with-parent", "--new-session", "--as-pid-1",
+		"--cap-add", "ALL", "--hostname", "evener-sandbox", "--info-fd", "3")
 	args = append(args, box.Args()...)
 	// The spawner and the slots are this binary, at the egress relay's
-	// place (no egress in a session sandbox).
-	args = append(args, "--ro-bind", exe, relayExe, "--chdir", "/")
+	// place (the plan binds it there already with the network on).
+	if l.Egress == nil {
+		args = append(args, "--ro-bind", exe, relayExe)
+	}
+	args = append(args, "--chdir", "/")
 	sc.holderArgs = args
 	prog, err := SeccompProgram()
 	if err != nil {
@@ -162,7 +220,7 @@ func (s *Launcher) sessionPrepare(p *Policy, c Command) (*sessionCall, error) {
 	lim := p.Limits()
 	landlock := ""
 	if landlockOn(p) {
-		r := RulesForLandlock(p, l, NetworkOff)
+		r := RulesForLandlock(p, l, network)
 		r.HostNetNS = hostNetNS()
 		landlock = r.Encode()
 	}
@@ -201,7 +259,7 @@ func sessionKey(sc *sessionCall) string {
 	for _, m := range sc.req.ProcMasks {
 		fmt.Fprintf(&b, "%s %v\x00", m.Path, m.Dir)
 	}
-	fmt.Fprintf(&b, "ro=%v", sc.req.ProcRO)
+	fmt.Fprintf(&b, "ro=%v relay=%v loopback=%v", sc.req.ProcRO, sc.relay, sc.lb != nil)
 	return b.String()
 }
 
@@ -262,7 +320,7 @@ func (s *Launcher) retireLocked(b *sessionBox) {
 // buildBox starts a holder with sc's options and waits for its spawner.
 func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox, error) {
 	exe := relayExe
-	pp, err := json.Marshal(procPlan{Masks: sc.req.ProcMasks, ReadOnly: sc.req.ProcRO})
+	pp, err := json.Marshal(procPlan{Masks: sc.req.ProcMasks, ReadOnly: sc.req.ProcRO, Relay: sc.relay, SharedNet: sc.relay || sc.lb != nil})
 	if err != nil {
 		return nil, err
 	}
@@ -295,19 +353,64 @@ func (s *Launcher) buildBox(p *Policy, sc *sessionCall, key string) (*sessionBox
 		return nil, err
 	}
 	args := append(append([]string{"bwrap"}, sc.holderArgs...), "--", exe, SpawnerSubcommand, string(pp))
+	path := p.host.Bwrap
+	var opts []string
+	if sc.lb != nil {
+		// In the session loopback's network namespace (and, for a user
+		// server, its user namespace, which owns it), as a per-call
+		// spawn enters them.
+		var at int
+		path, args, at = sc.lb.wrap(path, args, true)
+		if sc.lb.userNS != nil {
+			// In the session's user namespace the whole session counts
+			// against one procs (loopback_linux.go): the holder's
+			// bubblewrap gets RLIMIT_NPROC = procs before it makes its
+			// namespace, reading its options from a pipe filled after
+			// prlimit(2), as a per-call spawn's does.
+			opts = args[at+1 : at+1+len(sc.holderArgs)]
+			args = append(append(args[:at+1:at+1], "--args", "5"), args[at+1+len(sc.holderArgs):]...)
+		}
+	}
+	var optsR, optsW *os.File
+	files := []*os.File{infoW, reqH}
+	if opts != nil {
+		if optsR, optsW, err = os.Pipe(); err != nil {
+			reqS.Close()
+			reqH.Close()
+			infoW.Close()
+			inR.Close()
+			inW.Close()
+			outR.Close()
+			outW.Close()
+			return nil, fmt.Errorf("%w: options pipe: %v", ErrSandboxSetup, err)
+		}
+		files = append(files, optsR)
+	}
 	// No parent-death signal (it follows the forking thread, which Go may
 	// end): the holder ends when its stdin closes (the server's Close, or
 	// the server's death).
-	cmd := &exec.Cmd{Path: p.host.Bwrap, Args: args, Dir: "/", Env: []string{"PATH=/usr/bin:/bin", "GOMAXPROCS=1", "GOGC=400"},
-		Stdin: inR, Stdout: outW, Stderr: os.Stderr, ExtraFiles: []*os.File{infoW, reqH}}
+	cmd := &exec.Cmd{Path: path, Args: args, Dir: "/", Env: []string{"PATH=/usr/bin:/bin", "GOMAXPROCS=1", "GOGC=400"},
+		Stdin: inR, Stdout: outW, Stderr: os.Stderr, ExtraFiles: files}
 	err = cmd.Start()
 	inR.Close()
 	outW.Close()
 	infoW.Close()
 	reqH.Close()
+	if optsR != nil {
+		optsR.Close()
+		if err == nil {
+			if err = limitThenRelease(cmd.Process.Pid, p.Limits().Procs, opts, optsW); err != nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		} else {
+			optsW.Close()
+		}
+	}
 	if err != nil {
 		inW.Close()
 		reqS.Close()
+		outR.Close()
 		return nil, fmt.Errorf("%w: start the session sandbox: %v", ErrSandboxSetup, err)
 	}
 	b := &sessionBox{key: key, cmd: cmd, hold: inW, req: reqS, exited: make(chan struct{}),

@@ -571,7 +571,15 @@ func TestSessionPidsCgroup(t *testing.T) {
 	if tasks, _ := os.ReadFile(filepath.Join(cg, "tasks")); slices.Contains(strings.Fields(string(tasks)), strconv.Itoa(pid)) {
 		t.Errorf("the server's main thread is in the session cgroup")
 	}
-	if b, _ := os.ReadFile(filepath.Join(cg, "pids.max")); strings.TrimSpace(string(b)) != "200" {
+	b, _ := os.ReadFile(filepath.Join(cg, "pids.max"))
+	if v := strings.TrimSpace(string(b)); os.Getenv("EVENER_MCP_SESSION_SANDBOX") == "1" {
+		// The session sandbox adds its holder's own tasks (the spawner's
+		// and its bubblewrap) to procs at each call (docs/speed.md,
+		// "Session sandbox"): the commands' share stays at most 200.
+		if n, err := strconv.Atoi(v); err != nil || n < 200 || n > 200+64 {
+			t.Errorf("session cgroup pids.max = %q, want 200 and the holder's few tasks", b)
+		}
+	} else if v != "200" {
 		t.Errorf("session cgroup pids.max = %q", b)
 	}
 	// A command of the session runs inside it.
@@ -584,7 +592,7 @@ func TestSessionPidsCgroup(t *testing.T) {
 	if !waitFor(10*time.Second, func() bool { sleeper = procsWith("sleep 341"); return len(sleeper) > 0 }) {
 		t.Fatal("the sleep never started")
 	}
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", sleeper[0]))
+	b, _ = os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", sleeper[0]))
 	if !strings.Contains(string(b), ":pids:/evener-mcp/"+filepath.Base(cg)+"\n") {
 		t.Errorf("the command is not in the session cgroup %s:\n%s", cg, b)
 	}
