@@ -140,7 +140,10 @@ func main() {
 				answer(l)
 				if strings.Contains(l, "\"method\":\"tools/list\"") {
 					lists++
-					os.WriteFile(os.Args[2], []byte(strconv.Itoa(lists)), 0o644)
+					// Whole or not at all: the test may read it
+					// meanwhile (a truncated file read as 0 lists).
+					os.WriteFile(os.Args[2]+".tmp", []byte(strconv.Itoa(lists)), 0o644)
+					os.Rename(os.Args[2]+".tmp", os.Args[2])
 				}
 			}
 		}()
