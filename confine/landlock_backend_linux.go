@@ -570,28 +570,15 @@ func (g *surfaceGuard) record(parent, name string) (surfSnap, bool) {
 	if s.self.kind == PathDir {
 		s.entries = map[string]surfFile{}
 		if sub, err := hd.Sub(name); err == nil {
-			for i, n := range dirNames(sub) {
-				if i >= 4096 {
-					break
-				}
+			names, _ := sub.Names(4096)
+			slices.Sort(names)
+			for _, n := range names {
 				s.entries[n] = readSurf(sub, n)
 			}
 			sub.Close()
 		}
 	}
 	return s, true
-}
-
-func dirNames(d *HeldDir) []string {
-	fd, err := unix.Openat(d.FD(), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil
-	}
-	f := os.NewFile(uintptr(fd), d.Path())
-	defer f.Close()
-	names, _ := f.Readdirnames(4097)
-	slices.Sort(names)
-	return names
 }
 
 func readSurf(d *HeldDir, name string) surfFile {
@@ -708,12 +695,12 @@ func writeSurf(d *HeldDir, name string, f surfFile) error {
 		if err := d.CreateFile(name, f.data, f.mode); err != nil {
 			return err
 		}
-		return unix.Fchmodat(d.FD(), name, f.mode, 0)
+		return d.Chmod(name, f.mode) // the umask took bits CreateFile asked for
 	case PathDir:
 		if err := d.Mkdir(name, f.mode|0o700); err != nil {
 			return err
 		}
-		return unix.Fchmodat(d.FD(), name, f.mode, 0)
+		return d.Chmod(name, f.mode)
 	case PathSymlink:
 		return unix.Symlinkat(f.target, d.FD(), name)
 	}
