@@ -99,20 +99,8 @@ func (b *osBackend) prepare(s *Launcher, p *Policy, c Command, dir string, over 
 		return nil, err
 	}
 	if network == NetworkOn {
-		s.mu.Lock()
-		eg, exe := s.egress, s.exe
-		s.mu.Unlock()
-		if eg == nil {
-			return nil, fmt.Errorf("%w: the network is on but no egress proxies run for this session", ErrSandboxSetup)
-		}
-		for _, src := range []string{exe, eg.HTTPSocket, eg.SOCKSSocket} {
-			if k, _ := lstatKind(src); k == PathAbsent || k == PathSymlink || k == PathDir {
-				return nil, fmt.Errorf("%w: egress bridge %s is missing or not what it was", ErrUnsafeLayout, src)
-			}
-		}
-		l.Egress = &EgressMounts{Exe: exe, HTTPSocket: eg.HTTPSocket, SOCKSSocket: eg.SOCKSSocket}
-		for k, v := range egressEnv(*eg) {
-			over[k] = v
+		if err := s.addEgress(&l, over); err != nil {
+			return nil, err
 		}
 		if !joinNet {
 			// No loopback holder relays for it: the relay runs in
@@ -592,4 +580,26 @@ func (s *Launcher) addCacheEnv(p *Policy, l Layout, c Command, over map[string]s
 			over[k] = v
 		}
 	}
+}
+
+// addEgress gives a spawn with the network on the session's egress: the
+// bridge's binds in l (each checked to be what it was) and the proxy
+// environment in over. Both spawn paths use it.
+func (s *Launcher) addEgress(l *Layout, over map[string]string) error {
+	s.mu.Lock()
+	eg, exe := s.egress, s.exe
+	s.mu.Unlock()
+	if eg == nil {
+		return fmt.Errorf("%w: the network is on but no egress proxies run for this session", ErrSandboxSetup)
+	}
+	for _, src := range []string{exe, eg.HTTPSocket, eg.SOCKSSocket} {
+		if k, _ := lstatKind(src); k == PathAbsent || k == PathSymlink || k == PathDir {
+			return fmt.Errorf("%w: egress bridge %s is missing or not what it was", ErrUnsafeLayout, src)
+		}
+	}
+	l.Egress = &EgressMounts{Exe: exe, HTTPSocket: eg.HTTPSocket, SOCKSSocket: eg.SOCKSSocket}
+	for k, v := range egressEnv(*eg) {
+		over[k] = v
+	}
+	return nil
 }

@@ -154,20 +154,8 @@ func (s *Launcher) sessionPrepare(p *Policy, c Command) (*sessionCall, error) {
 		// The per-call path's egress (launcher_linux.go's prepare): the
 		// same bridge binds and the same environment; the relay runs once
 		// in the holder instead of in front of every command.
-		s.mu.Lock()
-		eg, exe := s.egress, s.exe
-		s.mu.Unlock()
-		if eg == nil {
-			return nil, fmt.Errorf("%w: the network is on but no egress proxies run for this session", ErrSandboxSetup)
-		}
-		for _, src := range []string{exe, eg.HTTPSocket, eg.SOCKSSocket} {
-			if k, _ := lstatKind(src); k == PathAbsent || k == PathSymlink || k == PathDir {
-				return nil, fmt.Errorf("%w: egress bridge %s is missing or not what it was", ErrUnsafeLayout, src)
-			}
-		}
-		l.Egress = &EgressMounts{Exe: exe, HTTPSocket: eg.HTTPSocket, SOCKSSocket: eg.SOCKSSocket}
-		for k, v := range egressEnv(*eg) {
-			over[k] = v
+		if err := s.addEgress(&l, over); err != nil {
+			return nil, err
 		}
 	}
 	if a := s.agentSocket(); a != "" {
