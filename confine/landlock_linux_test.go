@@ -101,8 +101,14 @@ func TestLandlockSecondLayer(t *testing.T) {
 					t.Fatal(err)
 				}
 				widenPlanForTest = func(mp MountPlan) MountPlan {
-					// Before the final read-only remount of the root.
-					return slices.Insert(mp, len(mp)-1, Mount{Kind: MountROBind, Src: out, Dst: out, Why: "test: a mount-plan bug"})
+					// Before the read-only remount of the root: bwrap
+					// cannot make the mount point after it (the Landlock
+					// helper's bind comes later, under /tmp's tmpfs).
+					i := slices.IndexFunc(mp, func(m Mount) bool { return m.Kind == MountRemount && m.Dst == "/" })
+					if i < 0 {
+						t.Fatal("restricted plan without the root's read-only remount")
+					}
+					return slices.Insert(mp, i, Mount{Kind: MountROBind, Src: out, Dst: out, Why: "test: a mount-plan bug"})
 				}
 				defer func() { widenPlanForTest = nil }()
 				var so bytes.Buffer
