@@ -175,8 +175,13 @@ func (s *Launcher) makeLoopback(p *Policy) (*loopback, error) {
 		relays = true
 	}
 	lb := &loopback{network: p.Network(), relays: relays, nsenter: ns}
+	// No --die-with-parent (here and in revive): its signal follows the
+	// OS thread that started bubblewrap, which Go may end (a root
+	// server's session cgroup thread does, at every session's end),
+	// killing another session's holder. The holder ends when its stdin
+	// closes: close, or the server's death.
 	args := append([]string{"bwrap", "--unshare-user", "--unshare-net", "--unshare-pid", "--unshare-ipc",
-		"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--ro-bind", "/", "/",
+		"--new-session", "--cap-drop", "ALL", "--ro-bind", "/", "/",
 		"--info-fd", "3", "--"}, holdArgs...)
 	pid, err := lb.startHolder(p.host.Bwrap, args)
 	if err != nil {
@@ -245,7 +250,7 @@ func (s *Launcher) revive(p *Policy, lb *loopback) error {
 	args := []string{"nsenter", "--user=" + self + strconv.Itoa(int(lb.userNS.Fd())), "--preserve-credentials",
 		"--net=" + self + strconv.Itoa(int(lb.netNS.Fd())), "--",
 		p.host.Bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc",
-		"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--ro-bind", "/", "/",
+		"--new-session", "--cap-drop", "ALL", "--ro-bind", "/", "/",
 		"--info-fd", "3", "--", exe, LoopbackSubcommand, eg.HTTPSocket, eg.SOCKSSocket}
 	if _, err := lb.startHolder(lb.nsenter, args); err != nil {
 		return fmt.Errorf("the relays: %w", err)
@@ -366,7 +371,7 @@ func procsCeiling(procs int64) int64 {
 	return procs
 }
 
-// close ends the holder (its bwrap dies with it: --die-with-parent) and
+// close ends the holder (its stdin closes; its bwrap is killed) and
 // releases the descriptors.
 func (lb *loopback) close() {
 	if lb == nil {

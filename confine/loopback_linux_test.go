@@ -5,6 +5,7 @@ package confine
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestMain lets this test binary stand in for evener-mcp's hidden helpers:
@@ -154,4 +157,53 @@ func livePolicy(t *testing.T, mode Mode) (*Policy, fixture) {
 		t.Fatal(err)
 	}
 	return p, f
+}
+
+// TestLoopbackOutlivesItsThread: the session loopback's holder is started
+// from whichever OS thread the spawn ran on; when Go ends that thread (a
+// root server's session cgroup thread ends at every session's end), the
+// holder must live on (no parent-death signal, which follows the thread):
+// a holder gone fails every later spawn of the session.
+func TestLoopbackOutlivesItsThread(t *testing.T) {
+	p, _ := livePolicy(t, ModeWorkspaceWrite)
+	s, err := NewLauncher(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.LoopbackAvailable(); err != nil {
+		t.Skip(err)
+	}
+	s.ShareLoopback()
+	run := func() error {
+		_, err := s.Run(context.Background(), Command{Args: []string{"/bin/true"}, Timeout: 30 * time.Second})
+		return err
+	}
+	done := make(chan error, 1)
+	tid := 0
+	onOwnThread(func() { // never unlocked: the thread ends with f
+		tid = unix.Gettid()
+		done <- run()
+	})
+	if err := <-done; err != nil {
+		t.Fatalf("first spawn: %v", err)
+	}
+	if !waitGone(fmt.Sprintf("/proc/self/task/%d", tid), 5*time.Second) {
+		t.Fatal("the thread that made the loopback did not end")
+	}
+	time.Sleep(200 * time.Millisecond)
+	s.lbMu.Lock()
+	lb := s.lb
+	s.lbMu.Unlock()
+	if lb == nil || lb.exited == nil {
+		t.Fatal("no loopback holder runs")
+	}
+	select {
+	case <-lb.exited:
+		t.Fatal("the loopback holder ended with the thread that started it")
+	default:
+	}
+	if err := run(); err != nil {
+		t.Errorf("a spawn after the thread ended: %v", err)
+	}
 }

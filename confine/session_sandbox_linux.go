@@ -191,7 +191,12 @@ func (s *Launcher) sessionPrepare(p *Policy, c Command) (*sessionCall, error) {
 	if sc.lb == nil {
 		args = append(args, "--unshare-net")
 	}
-	args = append(args, "--die-with-parent", "--new-session", "--as-pid-1",
+	// No --die-with-parent: its signal follows the OS thread that
+	// started bubblewrap, and Go ends threads (a root server's session
+	// cgroup thread, at every session's end), which killed other
+	// sessions' holders under their calls. The spawner ends when its
+	// stdin closes (the server's Close, or the server's death).
+	args = append(args, "--new-session", "--as-pid-1",
 		"--cap-add", "ALL", "--hostname", "evener-sandbox", "--info-fd", "3")
 	args = append(args, box.Args()...)
 	// The spawner and the slots are this binary, at the egress relay's

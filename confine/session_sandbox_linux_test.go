@@ -3,14 +3,19 @@
 package confine
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // sessionLauncher is a workspace-write, network-off launcher whose eligible
@@ -314,4 +319,159 @@ func TestSessionSandboxSecondLayer(t *testing.T) {
 	if currentBox(s) == nil {
 		t.Fatal("the command did not run in the session sandbox")
 	}
+}
+
+// TestSessionSandboxOutlivesItsThread: the holder is started from whichever
+// OS thread the call's goroutine ran on, and Go ends a thread whose locked
+// goroutine returns (a root server's per-session cgroup thread does, at
+// every session's end). A parent-death signal follows that thread, not
+// the server: with one, every call of the session died with another
+// session's end (TestHTTPLoad, docs/speed.md). The holder must outlive
+// the thread that built it and end only when the server lets it go.
+func TestSessionSandboxOutlivesItsThread(t *testing.T) {
+	s, _ := sessionLauncher(t)
+	done := make(chan struct{})
+	tid := 0
+	onOwnThread(func() { // never unlocked: the thread ends with f
+		defer close(done)
+		tid = unix.Gettid()
+		if out, res := runSh(t, s, "echo built"); res.ExitCode != 0 || out != "built\n" {
+			t.Errorf("first call: %d %q", res.ExitCode, out)
+		}
+	})
+	<-done
+	if !waitGone(fmt.Sprintf("/proc/self/task/%d", tid), 5*time.Second) {
+		t.Fatal("the thread that built the holder did not end")
+	}
+	s.sb.mu.Lock()
+	b := s.sb.box
+	s.sb.mu.Unlock()
+	if b == nil {
+		t.Fatal("no session sandbox was built")
+	}
+	// A death signal would have reached the holder's bubblewrap by now.
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-b.exited:
+		t.Fatal("the holder ended with the thread that started it")
+	default:
+	}
+	if out, res := runSh(t, s, "echo again"); res.ExitCode != 0 || out != "again\n" {
+		t.Errorf("a call after the thread ended: %d %q", res.ExitCode, out)
+	}
+	s.sb.mu.Lock()
+	same := s.sb.box == b
+	s.sb.mu.Unlock()
+	if !same {
+		t.Errorf("the holder was rebuilt: the first one ended")
+	}
+}
+
+// waitGone waits until path no longer exists, at most d.
+func waitGone(path string, d time.Duration) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(path); os.IsNotExist(err) {
+			return true
+		}
+	}
+	return false
+}
+
+// sbChildEnv makes TestSessionSandboxChild run: the server whose death
+// TestSessionSandboxEndsWithServer plays.
+const sbChildEnv = "EVENER_SB_TEST_CHILD"
+
+// TestSessionSandboxChild is a server: it builds a session sandbox under
+// the directory sbChildEnv names, says its holder's pid and waits to be
+// killed.
+func TestSessionSandboxChild(t *testing.T) {
+	dir := os.Getenv(sbChildEnv)
+	if dir == "" {
+		t.Skip("the child of TestSessionSandboxEndsWithServer")
+	}
+	s, _ := sessionLauncherUnder(t, dir)
+	if _, res := runSh(t, s, "true"); res.ExitCode != 0 {
+		t.Fatalf("exit %d", res.ExitCode)
+	}
+	s.sb.mu.Lock()
+	b := s.sb.box
+	s.sb.mu.Unlock()
+	fmt.Printf("holder %d %d\n", b.cmd.Process.Pid, b.spawner)
+	time.Sleep(time.Minute)
+}
+
+// TestSessionSandboxEndsWithServer: with no parent-death signal
+// (TestSessionSandboxOutlivesItsThread), a server killed with SIGKILL
+// still takes its holder with it: the spawner's stdin closes.
+func TestSessionSandboxEndsWithServer(t *testing.T) {
+	if os.Getenv(sbChildEnv) != "" {
+		t.Skip("in the child")
+	}
+	if h := Probe(ProbeFull, os.Environ()); h.Unusable() != "" {
+		t.Skipf("no sandbox here: %s", h.Unusable())
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestSessionSandboxChild$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), sbChildEnv+"="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var bwrap, spawner int
+	got := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if _, err := fmt.Sscanf(sc.Text(), "holder %d %d", &bwrap, &spawner); err == nil {
+				got <- nil
+				_, _ = io.Copy(io.Discard, out)
+				return
+			}
+		}
+		got <- fmt.Errorf("the child said no holder pid: %v", sc.Err())
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the child built no session sandbox within 60 s")
+	}
+	for _, pid := range []int{bwrap, spawner} {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			t.Fatalf("pid %d is not alive before the kill: %v", pid, err)
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	for _, pid := range []int{bwrap, spawner} {
+		// The bwrap was the child's child: reparented to init (or a
+		// subreaper), which reaps it; the spawner ends with its stdin.
+		if !waitGone(fmt.Sprintf("/proc/%d/stat", pid), 10*time.Second) && !zombie(pid) {
+			t.Errorf("pid %d of the holder outlived its server by 10 s", pid)
+		}
+	}
+}
+
+// zombie reports whether pid has exited and waits to be reaped.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	_, rest, ok := strings.Cut(string(b), ") ")
+	return ok && strings.HasPrefix(rest, "Z")
 }

@@ -110,6 +110,7 @@ type clientOpts struct {
 	roots       []string                                                                            // nil: no roots capability
 	token       string
 	listen      bool // open the standalone GET stream (mcp-go sends roots/list only there)
+	noListen    bool // never open it, even with roots declared
 }
 
 type elicitFunc func(ctx context.Context, r mcp.ElicitationRequest) (*mcp.ElicitationResult, error)
@@ -135,7 +136,7 @@ func (s *httpServer) connect(t *testing.T, o clientOpts) (*mcpConn, error) {
 	if o.token != "" {
 		topts = append(topts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + o.token}))
 	}
-	if o.listen || o.roots != nil {
+	if (o.listen || o.roots != nil) && !o.noListen {
 		topts = append(topts, transport.WithContinuousListening())
 	}
 	tr, err := transport.NewStreamableHTTP(s.url, topts...)

@@ -8,6 +8,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -519,6 +521,67 @@ func testRoots(t *testing.T, transport string) {
 		}
 		if _, err := os.Stat(filepath.Join(e.sibling, "away.txt")); err == nil {
 			t.Errorf("a root outside the worktree was written")
+		}
+	})
+}
+
+// flakyRoots answers roots/list with an error the first time, then with
+// its roots: a client that could not answer once.
+type flakyRoots struct {
+	roots []string
+	asked atomic.Int32
+}
+
+func (f *flakyRoots) ListRoots(ctx context.Context, r mcp.ListRootsRequest) (*mcp.ListRootsResult, error) {
+	if f.asked.Add(1) == 1 {
+		return nil, errors.New("roots unavailable right now")
+	}
+	return rootsFunc(f.roots).ListRoots(ctx, r)
+}
+
+// TestRootsUnanswered (docs/http.md, "Roots"): a client that declares
+// roots and does not answer roots/list has that call refused, not run in
+// the whole worktree; its next call asks again and is narrowed. Over
+// HTTP, a client that declares roots but never opens the stream mcp-go
+// sends roots/list on is refused after the 5 s wait.
+func TestRootsUnanswered(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id runAs) {
+		e := newEnv(t, id)
+		sub := filepath.Join(e.work, "sub")
+		mustMkdir(t, sub)
+		fr := &flakyRoots{roots: []string{sub}}
+		m := e.mcpWith(t, []client.ClientOption{client.WithRootsHandler(fr)}, nil, "--sandbox", "workspace-write", "--sandbox-net", "off")
+		r := m.call(t, "write_file", map[string]any{"path": "first.txt", "content": "x"})
+		if !r.IsError || !strings.Contains(text(r), "did not answer roots/list") {
+			t.Errorf("a call whose roots were not answered: %s", text(r))
+		}
+		for _, p := range []string{filepath.Join(e.work, "first.txt"), filepath.Join(sub, "first.txt")} {
+			if _, err := os.Stat(p); err == nil {
+				t.Errorf("the refused call wrote %s", p)
+			}
+		}
+		if r := m.call(t, "write_file", map[string]any{"path": "second.txt", "content": "x"}); r.IsError {
+			t.Errorf("the next call, roots answered: %s", text(r))
+		}
+		if _, err := os.Stat(filepath.Join(sub, "second.txt")); err != nil {
+			t.Errorf("the next call was not narrowed to the roots: %v", err)
+		}
+		if n := fr.asked.Load(); n != 2 {
+			t.Errorf("roots/list asked %d times, want 2", n)
+		}
+
+		srv := e.serve(t, "--sandbox", "workspace-write", "--sandbox-net", "off")
+		h := srv.mustConnect(t, clientOpts{roots: []string{sub}, noListen: true})
+		start := time.Now()
+		r = h.call(t, "write_file", map[string]any{"path": "http.txt", "content": "x"})
+		if !r.IsError || !strings.Contains(text(r), "did not answer roots/list") {
+			t.Errorf("HTTP, no stream for roots/list: %s", text(r))
+		}
+		if d := time.Since(start); d < 4*time.Second {
+			t.Errorf("refused after %v, before the wait for the answer", d)
+		}
+		if _, err := os.Stat(filepath.Join(e.work, "http.txt")); err == nil {
+			t.Errorf("the refused HTTP call wrote the file")
 		}
 	})
 }

@@ -73,10 +73,9 @@ func (h *Hub) pipeline(ctx context.Context, f tools.Facts, req mcp.CallToolReque
 	defer s.begin()()
 	// A violation met during the call is told ahead of its result.
 	defer s.flushViolations(ctx)
-	// 2. Its roots, once, before its first call.
-	s.prepOnce.Do(func() { s.prepErr = h.applyRoots(ctx, s); h.persistRoots(s) })
-	if s.prepErr != nil {
-		return mcp.NewToolResultError(s.prepErr.Error()), nil
+	// 2. Its roots, before its first call.
+	if err := h.prepare(ctx, s); err != nil {
+		return mcp.NewToolResultError(err.Error()), nil
 	}
 	t, ok := s.tool(f.Name)
 	if !ok {

@@ -27,8 +27,8 @@ var errSessionless = errors.New("evener-mcp serves one sandbox per MCP session: 
 
 // rootsTimeout bounds the wait for a client's roots/list answer (over
 // HTTP mcp-go sends it on the client's standalone GET stream only; a client
-// that declares roots without opening one delays its first call by this
-// much, then keeps the server's worktree).
+// that declares roots without opening one has each call refused after this
+// long: errRootsUnanswered).
 const rootsTimeout = 5 * time.Second
 
 // approvalTimeout bounds how long a tool call waits for a human's answer.
@@ -451,12 +451,39 @@ func (h *Hub) filterTools(ctx context.Context, ts []mcp.Tool) []mcp.Tool {
 	return out
 }
 
+// errRootsUnanswered refuses a call of a session whose client declared
+// roots and did not answer roots/list: running it with the whole worktree
+// would act beyond what the client may have named. The next call asks
+// again.
+var errRootsUnanswered = errors.New("the client declared roots but did not answer roots/list")
+
+// prepare reads the client's roots before the session's first call that
+// gets them (applyRoots), and is what every later call of the session is
+// refused with, if anything. A client that did not answer is asked again
+// at its next call: its calls are refused until it answers.
+func (h *Hub) prepare(ctx context.Context, s *Session) error {
+	s.prepMu.Lock()
+	defer s.prepMu.Unlock()
+	if s.prepDone {
+		return s.prepErr
+	}
+	err := h.applyRoots(ctx, s)
+	if errors.Is(err, errRootsUnanswered) {
+		return err
+	}
+	s.prepDone, s.prepErr = true, err
+	h.persistRoots(s)
+	return err
+}
+
 // applyRoots narrows the session's worktree to the client's roots, once,
 // before its first tool call. Roots inside the worktree narrow it to their
 // common ancestor; a root at or above the worktree leaves it as it is;
 // roots outside it cannot widen anything, and when every root lies outside
 // the session refuses to work rather than act outside what the client
-// named.
+// named. A client that declared roots and does not answer gets
+// errRootsUnanswered (fail closed: the worktree the server was started
+// with may be wider than the client's roots).
 func (h *Hub) applyRoots(ctx context.Context, s *Session) error {
 	if h.t.caps(ctx).Roots == nil {
 		return nil
@@ -465,8 +492,12 @@ func (h *Hub) applyRoots(ctx context.Context, s *Session) error {
 	defer cancel()
 	roots, err := h.t.roots(rctx)
 	if err != nil {
-		s.log.Warn("roots/list failed; the worktree stays as the server was started", "error", err.Error())
-		return nil
+		s.log.Warn("roots/list failed; the call is refused and the next one asks again", "error", err.Error())
+		why := "no answer within " + rootsTimeout.String()
+		if rctx.Err() == nil || ctx.Err() != nil {
+			why = err.Error()
+		}
+		return fmt.Errorf("%w (%s): this call was refused rather than run in the whole worktree; the next call asks again", errRootsUnanswered, why)
 	}
 	dir, err := narrowedRoot(s.sb.Policy.Workdir(), roots)
 	if err != nil {

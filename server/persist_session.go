@@ -227,7 +227,9 @@ func (h *Hub) rebuild(ctx context.Context, id string, rec *sessionRecord) (*Sess
 			}
 		}
 		if rec.RootsApplied {
-			s.prepOnce.Do(func() {}) // its roots were read before the restart
+			s.prepMu.Lock()
+			s.prepDone = true // its roots were read before the restart
+			s.prepMu.Unlock()
 		}
 		return nil
 	}

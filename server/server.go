@@ -162,7 +162,10 @@ type Session struct {
 	asking     sync.Mutex   // held while one approval question is open: one at a time
 	quietUntil atomic.Int64 // no approval questions before (unix ns), after a decline
 
-	prepOnce sync.Once
+	prepMu sync.Mutex // guards prepDone and prepErr: the client's roots, read before the first call
+	// prepDone: the roots were read (or the client declared none); prepErr
+	// is then what every call of the session is refused with, if anything.
+	prepDone bool
 	prepErr  error
 
 	closeOnce sync.Once
