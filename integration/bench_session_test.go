@@ -14,8 +14,8 @@ import (
 
 // BenchmarkShellSessionVsBwrap (docs/speed.md, "Session sandbox"): `shell
 // true` over stdio, side by side in one run, for a server that builds a
-// bubblewrap per call and one with the session sandbox
-// (EVENER_MCP_SESSION_SANDBOX=1), against a bare `bwrap --unshare-pid
+// bubblewrap per call (EVENER_MCP_SESSION_SANDBOX=0) and one with the
+// session sandbox (the default), against a bare `bwrap --unshare-pid
 // --unshare-net bash -c true`; then a 40-call burst of one session on each
 // server, and the session sandbox's holder memory (the RSS of its
 // processes: bwrap, the spawner, the idle slots). Target: session-ms at
@@ -35,8 +35,10 @@ func BenchmarkShellSessionVsBwrap(b *testing.B) {
 func benchShellSession(b *testing.B, id runAs, netw string) {
 	e := newEnv(b, id)
 	e.chown(b)
+	base := e.extra[:len(e.extra):len(e.extra)]
+	e.extra = append(base, "EVENER_MCP_SESSION_SANDBOX=0")
 	per := startLineClientAs(b, e, binPath, "--sandbox", "workspace-write", "--sandbox-net", netw)
-	e.extra = append(e.extra, "EVENER_MCP_SESSION_SANDBOX=1")
+	e.extra = append(base, "EVENER_MCP_SESSION_SANDBOX=1")
 	ses := startLineClientAs(b, e, binPath, "--sandbox", "workspace-write", "--sandbox-net", netw)
 	n := 0
 	call := func(lc *lineClient) time.Duration {
