@@ -491,6 +491,15 @@ func (h *Hub) applyRoots(ctx context.Context, s *Session) error {
 	rctx, cancel := context.WithTimeout(ctx, rootsTimeout)
 	defer cancel()
 	roots, err := h.t.roots(rctx)
+	if errors.Is(err, mcpserver.ErrServerInitiatedRequestUnsupported) {
+		// The 2026-07-28 revision (Claude Code's over stdio) has no
+		// server-initiated requests: roots come only through multi
+		// round-trip requests, which this server does not make yet
+		// (docs/residuals.md). The worktree stays as the server was
+		// started, as for a client that declares no roots.
+		s.log.Warn("roots cannot be asked on this protocol revision; the worktree stays as the server was started", "error", err.Error())
+		return nil
+	}
 	if err != nil {
 		s.log.Warn("roots/list failed; the call is refused and the next one asks again", "error", err.Error())
 		why := "no answer within " + rootsTimeout.String()
