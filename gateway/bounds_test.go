@@ -57,10 +57,21 @@ func TestConnStall(t *testing.T) {
 		handled.Add(1)
 		return nil, errors.New("unsupported request method: " + r.Method)
 	})
-	// Fill the pipe (64 KiB) and the queue with answers, then flood.
+	// Fill the pipe (64 KiB) and the queue with answers, then flood. The
+	// flood lasts until the conn stops (bounded in count and time): how
+	// many answers a fixed number of requests yields depends on the
+	// scheduler (answers beyond the queue are dropped), and too few never
+	// fill the pipe.
 	start := time.Now()
+	flooding := make(chan struct{})
+	defer close(flooding)
 	go func() {
-		for i := 0; i < 20000; i++ {
+		for i := 0; i < 2_000_000 && time.Since(start) < 10*time.Second; i++ {
+			select {
+			case <-flooding:
+				return
+			default:
+			}
 			if _, err := fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%d,"method":"sampling/createMessage"}`+"\n", i); err != nil {
 				return
 			}

@@ -151,8 +151,22 @@ git -c user.email=t@t -c user.name=t commit -q --allow-empty -m two && echo COMM
 			t.Errorf("restricted on the landlock backend:\n%s", r)
 		}
 
-		// An explicit native backend keeps refusing to start.
+		// An explicit mode with the default backend falls back too (a
+		// one-shot exec used to refuse: its launch was its probe).
+		r = e.run(t, "exec", "--sandbox", "workspace-write", "--sandbox-net", "off", "--",
+			"/bin/sh", "-c", "cat ~/.ssh/id_ed25519 2>/dev/null; echo x > "+e.sibling+"/new2 2>/dev/null && echo WROTE; echo explicit-ok")
+		if r.code != 0 || !strings.Contains(startupLine(r), "sandbox: landlock enforcing workspace-write") || !strings.Contains(r.stdout, "explicit-ok") ||
+			strings.Contains(r.stdout, "SECRET") || strings.Contains(r.stdout, "WROTE") {
+			t.Errorf("exec --sandbox workspace-write with the default backend:\n%s", r)
+		}
+
+		// An explicit native backend keeps refusing to start, with or
+		// without an explicit mode.
 		marker := filepath.Join(e.work, "ran")
+		r = e.run(t, "exec", "--sandbox-backend", "native", "--sandbox", "workspace-write", "--", "/bin/touch", marker)
+		if r.code != 125 {
+			t.Errorf("an explicit native backend and mode without user namespaces: %s", r)
+		}
 		r = e.run(t, "exec", "--sandbox-backend", "native", "--", "/bin/touch", marker)
 		if r.code != 125 || !strings.Contains(r.stderr, "backend native requested") {
 			t.Errorf("an explicit native backend without user namespaces: %s", r)

@@ -33,11 +33,14 @@ func runExec(args []string) int {
 		fmt.Fprintln(os.Stderr, "evener-mcp exec: no command (usage: evener-mcp exec [flags] -- CMD [ARG...])")
 		return cli.ExitUsage
 	}
-	// An explicit mode is enforced or refused: the launch itself is the
-	// user-namespace probe. Only an unset mode, which may degrade, needs to
-	// know beforehand.
+	// An explicit mode on an explicit backend is enforced or refused: the
+	// launch itself is the user-namespace probe. An unset mode, which may
+	// degrade, and the default backend (auto), which falls back to the
+	// landlock backend where bubblewrap cannot create a user namespace,
+	// need to know beforehand (one trivial child in a new user namespace,
+	// about a millisecond: docs/speed.md).
 	cfg, pol, code := s.Resolve(func(c *config.Config) confine.ProbeDepth {
-		if c.Spec.ModeExplicit {
+		if c.Spec.ModeExplicit && c.Backend != "" && c.Backend != confine.BackendAuto {
 			return confine.ProbeStatic
 		}
 		return confine.ProbeQuick
