@@ -75,8 +75,10 @@ func TestFailClosedNoUserNamespaces(t *testing.T) {
 			defer func() { e.prefix = nil }()
 			return e.run(t, args...)
 		}
+		// An explicit native backend: the launch is the probe, and
+		// bubblewrap's own reason is in the refusal.
 		for _, mode := range modes {
-			r := wrap("exec", "--sandbox", mode, "--", "/bin/touch", marker)
+			r := wrap("exec", "--sandbox-backend", "native", "--sandbox", mode, "--", "/bin/touch", marker)
 			if r.code == 99 {
 				t.Skip("cannot lower max_user_namespaces in a child user namespace here")
 			}
@@ -85,9 +87,26 @@ func TestFailClosedNoUserNamespaces(t *testing.T) {
 				t.Errorf("bubblewrap's own reason is missing:\n%s", r.stderr)
 			}
 		}
-		// The default falls back to the landlock backend where the kernel
-		// has it (docs/security.md, "The landlock backend"), else to off.
+		// The default backend falls back to the landlock backend where the
+		// kernel has it (docs/security.md, "The landlock backend"), an
+		// explicit mode included, and names it; without Landlock an
+		// explicit mode is refused, the unset one runs off.
 		landlock := landlockABI() >= 4
+		for _, mode := range modes {
+			r := wrap("exec", "--sandbox", mode, "--", "/bin/touch", marker)
+			if !landlock {
+				refusal(t, r, mode, "user namespace", marker)
+				continue
+			}
+			if line := startupLine(r); !strings.Contains(line, "sandbox: landlock enforcing "+mode) || !strings.Contains(line, "user namespace") {
+				t.Errorf("--sandbox %s with the default backend must say the landlock backend enforces it, naming the user namespace:\n%s", mode, r)
+			}
+			_, err := os.Stat(marker)
+			if ran := err == nil; ran != (mode != "read-only") {
+				t.Errorf("--sandbox %s on the landlock backend: the worktree write ran=%v:\n%s", mode, ran, r)
+			}
+			os.Remove(marker)
+		}
 		r := wrap("exec", "--", "/bin/touch", marker)
 		want := "NOT ENFORCING"
 		if landlock {
