@@ -51,6 +51,9 @@ type sessionBox struct {
 	mounts  string
 	cgroup  string // the session's pids cgroup each call's slot joins (root servers)
 
+	pidsMu  sync.Mutex // guards pidsMax and orders the writes of pids.max
+	pidsMax int64      // the value last written to cgroup's pids.max (0: none yet)
+
 	wmu     sync.Mutex          // guards waiters and reported
 	waiters map[int]chan uint32 // a running call's slot (pid in the holder) -> its wait status
 	gone    chan struct{}       // closed when the spawner's reports end
@@ -516,7 +519,24 @@ func holderPID(pid int) (int, error) {
 	return 0, errors.New("no NSpid")
 }
 
-// holderTasks (called with armMu held) counts the spawner's tasks: what
+// setPidsMax writes v to the session cgroup's pids.max unless it holds v
+// already (a cgroupfs write on every call was a measurable part of a root
+// server's call: docs/speed.md).
+func (b *sessionBox) setPidsMax(v int64) error {
+	b.pidsMu.Lock()
+	defer b.pidsMu.Unlock()
+	if b.pidsMax == v {
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(b.cgroup, "pids.max"), []byte(strconv.FormatInt(v, 10)), 0); err != nil {
+		b.pidsMax = 0
+		return err
+	}
+	b.pidsMax = v
+	return nil
+}
+
+// holderTasks counts the spawner's tasks: what
 // of the holder always counts against the session's bound. The idle
 // slots are not added (they come and go, and a bound fitted to them would
 // be too wide while the spawner cannot replace one): the commands' share
@@ -697,7 +717,7 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 		reserve := b.holderTasks()
 		procs := s.p.Load().Limits().Procs
 		if b.cgroup != "" {
-			if err := os.WriteFile(filepath.Join(b.cgroup, "pids.max"), []byte(strconv.FormatInt(procs+int64(reserve)+1, 10)), 0); err != nil {
+			if err := b.setPidsMax(procs + int64(reserve) + 1); err != nil {
 				return fail(fmt.Errorf("%w: set pids.max: %v", ErrSandboxSetup, err))
 			}
 		} else {
