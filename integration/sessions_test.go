@@ -489,7 +489,16 @@ func testRoots(t *testing.T, transport string) {
 				"--sandbox", "workspace-write", "--sandbox-net", "off")
 		}
 		m := connect(sub)
-		if r := m.call(t, "write_file", map[string]any{"path": "in-root.txt", "content": "x"}); r.IsError {
+		r := m.call(t, "write_file", map[string]any{"path": "in-root.txt", "content": "x"})
+		if r.IsError && transport == "http" && strings.Contains(text(r), "did not answer roots/list") {
+			// Under CI load the first roots/list of a session over HTTP
+			// once went unanswered within 5 s (docs/residuals.md): the
+			// call is refused, never run in the whole worktree, and the
+			// next one asks again, which is what this retry checks.
+			t.Logf("first call refused, roots unanswered: %s", text(r))
+			r = m.call(t, "write_file", map[string]any{"path": "in-root.txt", "content": "x"})
+		}
+		if r.IsError {
 			t.Errorf("write inside the narrowed root: %s", text(r))
 		}
 		if _, err := os.Stat(filepath.Join(sub, "in-root.txt")); err != nil {
