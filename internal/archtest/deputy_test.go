@@ -55,7 +55,7 @@ var deputyExceptions = map[string]string{
 	"confine/gitprotect.go (*checker).close os.Remove":                       "the same private directory, emptied by descriptor and checked to be the held inode; it lies in TMPDIR, never in a sandbox's tree",
 	"confine/gitprotect.go (*checker).copyToPrivate os.Remove":               "the same directory, just made, when it cannot be opened",
 	"confine/gitsweep.go chmodFD unix.Fchmodat":                              "by descriptor: /proc/self/fd/N of an O_PATH descriptor names the inode the sweep holds, not a path a command can redirect",
-	"confine/launcher_trace.go FlushPhases os.OpenFile":                      "EVENER_TRACE_PHASES: a file the user names for a benchmark, never in a sandbox's tree",
+	"confine/launcher_trace.go FlushPhases os.OpenFile":                      "EVENER_MCP_PHASES: a file the user names for a benchmark, never in a sandbox's tree",
 	"confine/probe_linux.go overlayWorks os.MkdirTemp":                       "the probe's own temporary directory, made exclusively before its probe sandbox",
 	"confine/probe_linux.go overlayWorks os.RemoveAll":                       "the probe's own temporary directory, after its probe sandbox ended (Go's RemoveAll opens every level without following a link)",
 	"egress/bridge.go newBridge os.MkdirTemp":                                "the bridge's own directory, random name, made exclusively; sandboxes are bound its sockets, never the directory",
