@@ -15,11 +15,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/ ./cmd/evener-mcp ./cmd/evener-mcp-server
+RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/ ./cmd/evener-mcp ./cmd/evener-mcp-server ./cmd/evener-mcp-inside
 
-# Final stage: bubblewrap, a non-root user, the two binaries side by side
-# (the server starts `evener-mcp` inside each networked sandbox as the
-# egress relay). /run/user exists so that the sandbox can mask it over a
+# Final stage: bubblewrap, a non-root user, the three binaries side by side
+# (the server starts `evener-mcp-inside` inside each sandbox as the egress
+# relay and the session sandbox's slots). /run/user exists so that the sandbox can mask it over a
 # read-only root filesystem (bubblewrap cannot create a mount point there).
 FROM ${BASE_IMAGE}
 RUN apt-get update \
@@ -28,7 +28,7 @@ RUN apt-get update \
  && useradd --uid 10001 --user-group --create-home --home-dir /home/evener --shell /bin/bash evener \
  && mkdir -p /workspace/project /run/user \
  && chown evener:evener /workspace/project
-COPY --from=build /out/evener-mcp /out/evener-mcp-server /usr/local/bin/
+COPY --from=build /out/evener-mcp /out/evener-mcp-server /out/evener-mcp-inside /usr/local/bin/
 USER 10001:10001
 ENV HOME=/home/evener
 # The worktree the agent works in: mount the project here (two components

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // safeEnvNames are the variables passed to spawned processes: a known-safe
@@ -26,8 +27,10 @@ var safeEnvNames = []string{
 }
 
 // secretName matches variable names that look like they carry a secret even
-// when a trusted layer asked for them to pass through.
-var secretName = regexp.MustCompile(`(?i)(KEY|SECRET|TOKEN|PASSW|PASSPHRASE|CREDENTIAL|(^|_)AUTH(_|$)|DSN|JWT|SESSION|COOKIE)`)
+// when a trusted layer asked for them to pass through. Compiled at first use,
+// as the other patterns of this package: the helpers that run inside a
+// sandbox link this package, and each start pays its initialisation.
+var secretName = lazyRegexp(`(?i)(KEY|SECRET|TOKEN|PASSW|PASSPHRASE|CREDENTIAL|(^|_)AUTH(_|$)|DSN|JWT|SESSION|COOKIE)`)
 
 // droppedFamilies are dropped from every sandbox's environment even if a
 // trusted layer lists them (docs/security.md, "What is enforced", "Environment
@@ -35,7 +38,7 @@ var secretName = regexp.MustCompile(`(?i)(KEY|SECRET|TOKEN|PASSW|PASSPHRASE|CRED
 var droppedFamilies = []string{"SSH_AUTH_SOCK", "GNUPGHOME", "DOCKER_HOST", "AWS_", "GOOGLE_", "GCLOUD_", "VAULT_", "AZURE_"}
 
 // userinfoURL matches a URL carrying credentials (scheme://user:pass@host).
-var userinfoURL = regexp.MustCompile(`(?i)[a-z][a-z0-9+.-]*://[^/\s@]*:[^/\s@]*@`)
+var userinfoURL = lazyRegexp(`(?i)[a-z][a-z0-9+.-]*://[^/\s@]*:[^/\s@]*@`)
 
 // EnvFloor derives the environment of a spawned process from the server's
 // environment: the known-safe names plus extra (from a trusted layer), minus
@@ -83,10 +86,10 @@ func dropEnv(k, v string) bool {
 			return true
 		}
 	}
-	if secretName.MatchString(k) {
+	if secretName().MatchString(k) {
 		return true
 	}
-	return userinfoURL.MatchString(v) || strings.ContainsRune(v, 0)
+	return userinfoURL().MatchString(v) || strings.ContainsRune(v, 0)
 }
 
 func kubeconfigInside(v string, roots []string) bool {
@@ -115,4 +118,9 @@ func CacheEnv(scratch string, mode Mode, ambientGOPATH string) map[string]string
 		"npm_config_cache": filepath.Join(c, "npm"),
 		"CARGO_HOME":       filepath.Join(c, "cargo"),
 	}
+}
+
+// lazyRegexp compiles expr at the first call of the function it returns.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -19,7 +18,7 @@ import (
 // server created.
 
 // scratchName is the base name NewLauncherUnder gives a scratch.
-var scratchName = regexp.MustCompile(`^evener-mcp-[0-9]{1,20}$`)
+var scratchName = lazyRegexp(`^evener-mcp-[0-9]{1,20}$`)
 
 // KeepScratch makes Close end the session's processes and release its
 // backend but leave the scratch directory where it is.
@@ -44,7 +43,7 @@ func checkScratch(parent, dir string) (*HeldDir, error) {
 	if parent == "" || !filepath.IsAbs(parent) || !filepath.IsAbs(dir) {
 		return nil, errors.New("scratch and its parent must be absolute")
 	}
-	if filepath.Clean(dir) != dir || filepath.Dir(dir) != parent || !scratchName.MatchString(filepath.Base(dir)) {
+	if filepath.Clean(dir) != dir || filepath.Dir(dir) != parent || !scratchName().MatchString(filepath.Base(dir)) {
 		return nil, errors.New("the scratch does not lie where this server puts scratch")
 	}
 	if err := PrivateDir(parent); err != nil {

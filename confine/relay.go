@@ -74,14 +74,23 @@ func egressEnvAt(b EgressBridge, httpPort, socksPort int, connectExe string) map
 	return env
 }
 
-// RelayBinaryName is the program that carries the egress relay: evener-mcp,
-// the small binary (the MCP server beside it links libraries whose
-// initialisation would add milliseconds to every sandboxed command).
+// InsideBinaryName is the program built to carry the helpers that run
+// inside a sandbox and nothing else (cmd/evener-mcp-inside): it links only
+// this package, so each slot of a session sandbox, each relay and each
+// Landlock helper starts faster than from evener-mcp (docs/speed.md).
+const InsideBinaryName = "evener-mcp-inside"
+
+// RelayBinaryName is the program that carries the same helpers when
+// evener-mcp-inside is not installed: evener-mcp, the small binary (the MCP
+// server beside it links libraries whose initialisation would add
+// milliseconds to every sandboxed command).
 const RelayBinaryName = "evener-mcp"
 
-// relayBinary finds the program that relays a sandbox's traffic: evener-mcp
-// beside this binary (or this binary, when it is evener-mcp), else this
-// binary itself, which carries the same hidden helper.
+// relayBinary finds the program that runs the helpers inside a sandbox (the
+// egress relay, the session sandbox's spawner and slots, the Landlock
+// helper): evener-mcp-inside beside this binary, else evener-mcp beside it
+// (or this binary, when it is evener-mcp), else this binary itself, which
+// carries the same hidden helpers.
 func relayBinary() (string, error) {
 	exe, err := os.Executable()
 	if err == nil {
@@ -90,10 +99,12 @@ func relayBinary() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("locate this binary for the egress relay: %w", err)
 	}
-	sib := filepath.Join(filepath.Dir(exe), RelayBinaryName)
-	if fi, err := os.Stat(sib); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-		if r, err := filepath.EvalSymlinks(sib); err == nil {
-			return r, nil
+	for _, name := range []string{InsideBinaryName, RelayBinaryName} {
+		sib := filepath.Join(filepath.Dir(exe), name)
+		if fi, err := os.Stat(sib); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			if r, err := filepath.EvalSymlinks(sib); err == nil {
+				return r, nil
+			}
 		}
 	}
 	return exe, nil

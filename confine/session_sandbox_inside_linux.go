@@ -58,7 +58,10 @@ type slotRequest struct {
 	ProcRO    bool
 	Seccomp   []byte // the seccomp program (raw sock_filter array)
 	NoSession bool   // keep the caller's session (no setsid)
-	Landlock  string // the second layer's rules (LandlockRules.Encode), "" when it is off
+	// Nproc, when not negative, is the RLIMIT_NPROC to set instead of
+	// Limits' (a user server's procs plus the holder's own tasks).
+	Nproc    int64
+	Landlock string // the second layer's rules (LandlockRules.Encode), "" when it is off
 }
 
 // procPlan is what a slot's own /proc gets: the plan's masks there and
@@ -74,6 +77,9 @@ type procPlan struct {
 	// relay's, or the session loopback's) instead of making their own
 	// (docs/security.md, "Session sandbox").
 	SharedNet bool
+	// Tmp: the fresh /tmp and /dev/shm each slot mounts, as the spawner
+	// read them from its mount table (the server leaves it empty).
+	Tmp []tmpPlan
 }
 
 // parseProcPlan reads the spawner's and a slot's one argument.
@@ -91,12 +97,15 @@ type slotMask struct {
 	Dir  bool
 }
 
-// Slot messages on the control socket.
+// Slot messages on the control socket. A slot that took a call says hello
+// (its credentials carry its pid), then either execs the command (the
+// socket is close-on-exec: the server reads its end) or says why it could
+// not. It never waits for the server: what the server must do before the
+// command runs (a root server's pids.max) is done before the call is sent,
+// and the two round trips this took before cost a call about 1 ms on a
+// slow machine (docs/speed.md, "Session sandbox").
 const (
-	slotHello = 'h' // the slot took the request (its credentials ride along)
-	slotGo    = 'g' // the server: go on
-	slotArmed = 'a' // the slot is confined and about to exec
-	slotExec  = 'e' // the server: exec (the call's cgroup is joined)
+	slotHello = 'h' // the slot took the request: its pid in the holder follows, its credentials ride along
 	slotFail  = 'f' // followed by why the command could not start
 )
 
@@ -145,6 +154,28 @@ func RunSessionSpawner(args []string) int {
 		defer outMu.Unlock()
 		_, _ = fmt.Fprintf(os.Stdout, "%d %d\n", pid, ws)
 	}
+	// The slots' fresh /tmp and /dev/shm, read once from the holder's
+	// mount table (each slot's is a copy of it).
+	ms, err := readMountinfo()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "evener-mcp spawner: the mount table:", err)
+		return 125
+	}
+	for _, d := range []string{"/tmp", "/dev/shm"} {
+		tp, err := planTmpfs(ms, d)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "evener-mcp spawner: a private "+d+":", err)
+			return 125
+		}
+		if tp != nil {
+			pp.Tmp = append(pp.Tmp, *tp)
+		}
+	}
+	slotPlan, err := json.Marshal(pp)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "evener-mcp spawner:", err)
+		return 125
+	}
 	var taken [2]int
 	if err := unix.Pipe2(taken[:], unix.O_CLOEXEC); err != nil {
 		fmt.Fprintln(os.Stderr, "evener-mcp spawner:", err)
@@ -166,7 +197,7 @@ func RunSessionSpawner(args []string) int {
 				Pdeathsig:  syscall.SIGKILL,
 			},
 		}
-		pid, err := syscall.ForkExec(exe, append([]string{exe, SlotSubcommand}, args...), attr)
+		pid, err := syscall.ForkExec(exe, []string{exe, SlotSubcommand, string(slotPlan)}, attr)
 		if err != nil {
 			// The session is at its process bound (EAGAIN): try again
 			// while calls end; a call waits for a slot meanwhile.
@@ -233,6 +264,14 @@ func RunSessionSlot(args []string) int {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return die("make mounts private", err)
 	}
+	// Its pid in the holder's PID namespace, read from the holder's /proc
+	// before its own covers it: the spawner reports the call's end under
+	// it, and the hello tells the server (the command may be over before
+	// the server could look it up).
+	self, err := os.Readlink("/proc/self")
+	if err != nil {
+		return die("its pid in the holder", err)
+	}
 	const procFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
 	if err := unix.Mount("proc", "/proc", "proc", procFlags, ""); err != nil {
 		return die("mount /proc", err)
@@ -248,9 +287,9 @@ func RunSessionSlot(args []string) int {
 	}
 	// A /tmp and a /dev/shm of the call's own, as a bubblewrap of its own
 	// would have: what the plan mounts below /tmp moves onto the new one.
-	for _, d := range []string{"/tmp", "/dev/shm"} {
-		if err := freshTmpfs(d); err != nil {
-			return die("a private "+d, err)
+	for _, tp := range pp.Tmp {
+		if err := tp.apply(); err != nil {
+			return die("a private "+tp.Dir, err)
 		}
 	}
 	// What bubblewrap covers in every procfs it mounts: read-only.
@@ -302,22 +341,15 @@ func RunSessionSlot(args []string) int {
 		_, _ = unix.Write(ctl, append([]byte{slotFail}, fmt.Sprintf("%s: %v", what, err)...))
 		return 125
 	}
-	if _, err := unix.Write(ctl, []byte{slotHello}); err != nil {
+	// The server learns the call's pid from this message's credentials;
+	// the slot goes on without waiting for an answer (what the server
+	// must do before the command runs, it did before sending the call).
+	if _, err := unix.Write(ctl, append([]byte{slotHello}, self...)); err != nil {
 		return 0
 	}
-	var g [32]byte
-	n, _ = unix.Read(ctl, g[:])
-	if n < 1 || g[0] != slotGo {
-		return 0
-	}
-	// The go-ahead may carry the process limit: a user server's adds the
-	// holder's own tasks to procs (RLIMIT_NPROC counts them too).
-	nproc := int64(-1)
-	if n > 1 {
-		if v, err := strconv.ParseInt(string(g[1:n]), 10, 64); err == nil {
-			nproc = v
-		}
-	}
+	// The process limit: a user server's adds the holder's own tasks to
+	// procs (RLIMIT_NPROC counts them too).
+	nproc := rq.Nproc
 	var nprocLimit unix.Rlimit
 	for _, l := range rq.Limits {
 		if l[0] == unix.RLIMIT_NPROC {
@@ -382,10 +414,6 @@ func insideOnly(fd int) error {
 // every capability and loads the seccomp filter: execve keeps the calling
 // thread's credentials and filter (the slot's other threads end with it).
 // It returns only on failure.
-//
-// Between arming and exec the slot waits for the server, which moves it
-// into the session's pids cgroup then (root servers): by then the slot
-// needs no new thread, which a full cgroup would refuse it.
 func execConfined(path string, rq slotRequest, ctl int, nproc *unix.Rlimit) error {
 	runtime.LockOSThread()
 	if err := dropThreadCaps(); err != nil {
@@ -418,12 +446,11 @@ func execConfined(path string, rq slotRequest, ctl int, nproc *unix.Rlimit) erro
 	if err != nil {
 		return err
 	}
-	if _, err := unix.Write(ctl, []byte{slotArmed}); err != nil {
-		return err
-	}
+	// A server that gave up on the call (no hello in time) has closed
+	// its end: then the command never starts.
 	var b [1]byte
-	if n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(ctl), uintptr(unsafe.Pointer(&b[0])), 1); e != 0 || n != 1 || b[0] != slotExec {
-		return fmt.Errorf("no go-ahead to exec")
+	if n, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(ctl), uintptr(unsafe.Pointer(&b[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0); e == 0 && n == 0 {
+		return fmt.Errorf("the server gave up on the call")
 	}
 	if nproc.Max > 0 || nproc.Cur > 0 {
 		if _, _, e := unix.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NPROC, uintptr(unsafe.Pointer(nproc)), 0, 0, 0); e != 0 {
@@ -598,14 +625,26 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-// freshTmpfs mounts a new tmpfs over the tmpfs at dir, with its options,
-// and moves what was mounted below dir onto it (each topmost mount, with
-// what is mounted below it).
-func freshTmpfs(dir string) error {
-	ms, err := readMountinfo()
-	if err != nil {
-		return err
-	}
+// tmpPlan is how a slot gives its call a fresh tmpfs in place of one of the
+// holder's (/tmp, /dev/shm), with the same options; what the plan mounts
+// below it (Keep) is moved onto the new one. The spawner reads it from its
+// mount table once, for every slot it starts (the slots' mount namespaces
+// are copies of its own): read per slot, it was a tenth of a slot's start.
+type tmpPlan struct {
+	Dir   string
+	Flags uintptr
+	Data  string
+	Keep  []tmpKeep
+}
+
+type tmpKeep struct {
+	Point string
+	Dir   bool
+}
+
+// planTmpfs is the tmpPlan for dir in the mount table ms, or nil when dir
+// is not a tmpfs of the plan's (left as it is).
+func planTmpfs(ms []mountEntry, dir string) (*tmpPlan, error) {
 	var top *mountEntry
 	var below []string
 	for i := range ms {
@@ -619,47 +658,28 @@ func freshTmpfs(dir string) error {
 		}
 	}
 	if top == nil || top.fstype != "tmpfs" {
-		return nil // not a tmpfs of the plan's: left as it is
+		return nil, nil
 	}
 	slices.Sort(below)
-	var keep []string
+	tp := &tmpPlan{Dir: dir}
 	for _, p := range below {
-		if len(keep) > 0 && (p == keep[len(keep)-1] || strings.HasPrefix(p, keep[len(keep)-1]+"/")) {
+		if n := len(tp.Keep); n > 0 && (p == tp.Keep[n-1].Point || strings.HasPrefix(p, tp.Keep[n-1].Point+"/")) {
 			continue
 		}
-		keep = append(keep, p)
-	}
-	type moved struct {
-		point string
-		fd    int
-		isDir bool
-	}
-	var mv []moved
-	defer func() {
-		for _, m := range mv {
-			unix.Close(m.fd)
-		}
-	}()
-	for _, p := range keep {
 		fi, err := os.Lstat(p)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
-		if err != nil {
-			return fmt.Errorf("clone %s: %w", p, err)
-		}
-		mv = append(mv, moved{p, fd, fi.IsDir()})
+		tp.Keep = append(tp.Keep, tmpKeep{p, fi.IsDir()})
 	}
-	flags := uintptr(0)
 	for _, o := range strings.Split(top.opts, ",") {
 		switch o {
 		case "nosuid":
-			flags |= unix.MS_NOSUID
+			tp.Flags |= unix.MS_NOSUID
 		case "nodev":
-			flags |= unix.MS_NODEV
+			tp.Flags |= unix.MS_NODEV
 		case "noexec":
-			flags |= unix.MS_NOEXEC
+			tp.Flags |= unix.MS_NOEXEC
 		}
 	}
 	var data []string
@@ -668,26 +688,46 @@ func freshTmpfs(dir string) error {
 			data = append(data, o)
 		}
 	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", flags, strings.Join(data, ",")); err != nil {
+	tp.Data = strings.Join(data, ",")
+	return tp, nil
+}
+
+// apply mounts the fresh tmpfs (in the slot's own mount namespace).
+func (tp *tmpPlan) apply() error {
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, k := range tp.Keep {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, k.Point, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("clone %s: %w", k.Point, err)
+		}
+		fds = append(fds, fd)
+	}
+	if err := unix.Mount("tmpfs", tp.Dir, "tmpfs", tp.Flags, tp.Data); err != nil {
 		return err
 	}
-	for _, m := range mv {
-		if err := os.MkdirAll(filepath.Dir(m.point), 0o755); err != nil {
+	for i, k := range tp.Keep {
+		if err := os.MkdirAll(filepath.Dir(k.Point), 0o755); err != nil {
 			return err
 		}
-		if m.isDir {
-			err = os.Mkdir(m.point, 0o755)
+		var err error
+		if k.Dir {
+			err = os.Mkdir(k.Point, 0o755)
 		} else {
 			var f *os.File
-			if f, err = os.OpenFile(m.point, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			if f, err = os.OpenFile(k.Point, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
 				f.Close()
 			}
 		}
 		if err != nil && !os.IsExist(err) {
 			return err
 		}
-		if err := unix.MoveMount(m.fd, "", unix.AT_FDCWD, m.point, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return fmt.Errorf("move %s: %w", m.point, err)
+		if err := unix.MoveMount(fds[i], "", unix.AT_FDCWD, k.Point, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("move %s: %w", k.Point, err)
 		}
 	}
 	return nil

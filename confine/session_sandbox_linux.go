@@ -54,9 +54,14 @@ type sessionBox struct {
 	pidsMu  sync.Mutex // guards pidsMax and orders the writes of pids.max
 	pidsMax int64      // the value last written to cgroup's pids.max (0: none yet)
 
-	wmu     sync.Mutex          // guards waiters and reported
+	wmu     sync.Mutex          // guards waiters and early
 	waiters map[int]chan uint32 // a running call's slot (pid in the holder) -> its wait status
-	gone    chan struct{}       // closed when the spawner's reports end
+	// early keeps an end reported before its call awaited it (a slot
+	// does not wait for the server, so a quick command can end before the
+	// server has read its hello); entries nobody claims within
+	// earlyKept (a call the server gave up on) are dropped.
+	early map[int]earlyEnd
+	gone  chan struct{} // closed when the spawner's reports end
 	// Guarded by the launcher's sbMu.
 	refs    int  // calls running in it
 	retired bool // replaced: ends when refs drops to zero
@@ -487,6 +492,18 @@ func (b *sessionBox) readReports(br *bufio.Reader) {
 		b.wmu.Lock()
 		ch := b.waiters[pid]
 		delete(b.waiters, pid)
+		if ch == nil {
+			now := time.Now()
+			for p, e := range b.early {
+				if now.Sub(e.at) > earlyKept {
+					delete(b.early, p)
+				}
+			}
+			if b.early == nil {
+				b.early = make(map[int]earlyEnd)
+			}
+			b.early[pid] = earlyEnd{ws: uint32(ws), at: now}
+		}
 		b.wmu.Unlock()
 		if ch != nil {
 			ch <- uint32(ws)
@@ -498,26 +515,27 @@ func (b *sessionBox) readReports(br *bufio.Reader) {
 func (b *sessionBox) await(pid int) chan uint32 {
 	ch := make(chan uint32, 1)
 	b.wmu.Lock()
-	b.waiters[pid] = ch
+	if e, ok := b.early[pid]; ok {
+		delete(b.early, pid)
+		ch <- e.ws
+	} else {
+		b.waiters[pid] = ch
+	}
 	b.wmu.Unlock()
 	return ch
 }
 
-// holderPID is the pid, in the holder's PID namespace, of host pid pid.
-func holderPID(pid int) (int, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
-			if f := strings.Fields(rest); len(f) >= 2 {
-				return strconv.Atoi(f[1])
-			}
-		}
-	}
-	return 0, errors.New("no NSpid")
+// earlyEnd is a slot's end reported before its call awaited it.
+type earlyEnd struct {
+	ws uint32
+	at time.Time
 }
+
+// earlyKept bounds how long an unclaimed early end is kept. A call claims
+// its own within the moment between its slot's hello and the server
+// reading it; a pid is reused in the holder's PID namespace only after
+// tens of thousands of starts, never within this.
+const earlyKept = time.Minute
 
 // setPidsMax writes v to the session cgroup's pids.max unless it holds v
 // already (a cgroupfs write on every call was a measurable part of a root
@@ -654,6 +672,25 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 	defer st.closeParent()
 	rq := sc.req
 	rq.ProcMasks, rq.ProcRO = nil, false // the holder's, applied by each slot ahead
+	rq.Nproc = -1
+	if b.cgroup != "" || !s.p.Load().host.RunAsRoot {
+		// The session's bound (a user server's RLIMIT_NPROC in the
+		// holder's user namespace, a root server's pids cgroup) counts
+		// the holder's own tasks too: the spawner's are added to procs
+		// (and the holder's bwrap, in a root server's cgroup). Set
+		// before the call is sent: the slot does not wait.
+		reserve := b.holderTasks()
+		procs := s.p.Load().Limits().Procs
+		if b.cgroup != "" {
+			if err := b.setPidsMax(procs + int64(reserve) + 1); err != nil {
+				unix.Close(pair[1])
+				st.closeChild()
+				return fail(fmt.Errorf("%w: set pids.max: %v", ErrSandboxSetup, err))
+			}
+		} else {
+			rq.Nproc = int64(min(uint64(procs)+uint64(reserve), limitValue(unix.RLIMIT_NPROC, 1<<40)))
+		}
+	}
 	payload, err := json.Marshal(rq)
 	if err != nil {
 		unix.Close(pair[1])
@@ -668,12 +705,16 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 		return fail(fmt.Errorf("%w: send the call to the session sandbox: %v", ErrSandboxSetup, err))
 	}
 	// The slot answers with its credentials: its pid in the server's PID
-	// namespace, the call's init.
+	// namespace, the call's init. It does not wait for the server: the
+	// command may be running (or over) by the time this is read, and its
+	// end is kept for the await below (readReports).
 	_ = ctl.SetReadDeadline(time.Now().Add(loopbackReadyTimeout))
 	msg := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred))
 	n, oobn, _, _, err := ctl.ReadMsgUnix(msg, oob)
 	if err != nil || n == 0 {
+		// Closing ctl (deferred) tells a slot that took the call late
+		// not to start it (execConfined).
 		return fail(fmt.Errorf("%w: the session sandbox did not take the call: %v", ErrSandboxSetup, err))
 	}
 	if msg[0] == slotFail {
@@ -684,16 +725,17 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 		return fail(fmt.Errorf("%w: the session sandbox's answer: %v", ErrSandboxSetup, err))
 	}
 	_ = ctl.SetReadDeadline(time.Time{})
-	hpid, err := holderPID(pid)
-	if err != nil {
+	hpid, err := strconv.Atoi(string(msg[1:n]))
+	if err != nil || hpid <= 1 {
 		_ = unix.Kill(pid, unix.SIGKILL)
-		return fail(fmt.Errorf("%w: the call's slot: %v", ErrSandboxSetup, err))
+		return fail(fmt.Errorf("%w: the call's slot: no pid in the holder (%q)", ErrSandboxSetup, msg[1:n]))
 	}
 	ended := b.await(hpid)
 	sp := &spawn{cmd: &exec.Cmd{}, sandboxed: true, began: began, pid: pid}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		_ = unix.Kill(pid, unix.SIGKILL)
 		return fail(errors.New("session closed"))
 	}
 	s.running[sp] = struct{}{}
@@ -708,51 +750,6 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 		c.OnStart()
 	}
 	start := time.Now()
-	goAhead := []byte{slotGo}
-	if b.cgroup != "" || !s.p.Load().host.RunAsRoot {
-		// The session's bound (a user server's RLIMIT_NPROC in the
-		// holder's user namespace, a root server's pids cgroup) counts
-		// the holder's own tasks too: the spawner's are added to procs
-		// (and the holder's bwrap, in a root server's cgroup).
-		reserve := b.holderTasks()
-		procs := s.p.Load().Limits().Procs
-		if b.cgroup != "" {
-			if err := b.setPidsMax(procs + int64(reserve) + 1); err != nil {
-				return fail(fmt.Errorf("%w: set pids.max: %v", ErrSandboxSetup, err))
-			}
-		} else {
-			goAhead = strconv.AppendUint(goAhead, min(uint64(procs)+uint64(reserve), limitValue(unix.RLIMIT_NPROC, 1<<40)), 10)
-		}
-	}
-	if _, err := ctl.Write(goAhead); err != nil {
-		return fail(fmt.Errorf("%w: release the call: %v", ErrSandboxSetup, err))
-	}
-	// The slot arms (limits, descriptors, no capabilities, seccomp), then
-	// waits for the go-ahead to exec.
-	n, err = ctl.Read(msg)
-	if err != nil || n < 1 || msg[0] != slotArmed {
-		s.mu.Lock()
-		killTree(sp)
-		s.mu.Unlock()
-		if n > 1 && msg[0] == slotFail {
-			return fail(fmt.Errorf("%w: %s", ErrSandboxSetup, msg[1:n]))
-		}
-		if n == 0 && err == io.EOF {
-			// The slot exited before arming: the command is not found
-			// (its message is in the output) or a limit failed.
-			select {
-			case ws := <-ended:
-				st.startCopies()
-				st.wait(outputDrain)
-				return Result{ExitCode: syscall.WaitStatus(ws).ExitStatus()}, nil
-			case <-time.After(loopbackReadyTimeout):
-			}
-		}
-		return fail(fmt.Errorf("%w: the call's slot did not arm: %v", ErrSandboxSetup, err))
-	}
-	if _, err := ctl.Write([]byte{slotExec}); err != nil {
-		return fail(fmt.Errorf("%w: release the call: %v", ErrSandboxSetup, err))
-	}
 	st.startCopies()
 	if observe != nil {
 		observe(time.Since(began))

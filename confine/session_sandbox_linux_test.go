@@ -475,3 +475,98 @@ func zombie(pid int) bool {
 	_, rest, ok := strings.Cut(string(b), ") ")
 	return ok && strings.HasPrefix(rest, "Z")
 }
+
+// TestSessionSandboxEndBeforeAwait: a slot execs its command without
+// waiting for the server, so a quick command can end, and the spawner
+// report it, before the server has read the slot's hello and awaits it.
+// The end is kept for the await (it was lost before: the call then waited
+// for ever); an unclaimed one is dropped after earlyKept.
+func TestSessionSandboxEndBeforeAwait(t *testing.T) {
+	b := &sessionBox{waiters: map[int]chan uint32{}}
+	r, w := io.Pipe()
+	done := make(chan struct{})
+	go func() { b.readReports(bufio.NewReader(r)); close(done) }()
+	fmt.Fprintf(w, "42 %d\n", 7<<8) // ended with exit 7, before anyone awaits it
+	fmt.Fprintf(w, "43 %d\n", 0)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b.wmu.Lock()
+		n := len(b.early)
+		b.wmu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the early ends were not kept")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case ws := <-b.await(42):
+		if ws != 7<<8 {
+			t.Errorf("status %#x, want %#x", ws, 7<<8)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("an end reported before its await was lost")
+	}
+	// Awaited first, reported after: delivered as before.
+	ch := b.await(44)
+	fmt.Fprintf(w, "44 %d\n", 3<<8)
+	select {
+	case ws := <-ch:
+		if ws != 3<<8 {
+			t.Errorf("status %#x, want %#x", ws, 3<<8)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("an awaited end was not delivered")
+	}
+	// 43 was never claimed: once older than earlyKept, the next report
+	// drops it.
+	b.wmu.Lock()
+	e := b.early[43]
+	e.at = e.at.Add(-2 * earlyKept)
+	b.early[43] = e
+	b.wmu.Unlock()
+	fmt.Fprintf(w, "45 %d\n", 0)
+	w.Close()
+	<-done
+	b.wmu.Lock()
+	_, kept := b.early[43]
+	b.wmu.Unlock()
+	if kept {
+		t.Error("an unclaimed end was kept past earlyKept")
+	}
+}
+
+// TestSessionSandboxQuickCalls: many short calls, four at a time, each get
+// their own exit status and output, none lost or mixed up (the slot does
+// not wait for the server, so most of these end before the server has read
+// their hello).
+func TestSessionSandboxQuickCalls(t *testing.T) {
+	s, _ := sessionLauncher(t)
+	runSh(t, s, "true")
+	const calls, par = 80, 4
+	errs := make(chan error, calls)
+	sem := make(chan struct{}, par)
+	for i := range calls {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			var out bytes.Buffer
+			res, err := s.Run(context.Background(), Command{Args: []string{"/bin/sh", "-c", fmt.Sprintf("echo %d; exit %d", i, i%50)}, Stdout: &out, Stderr: &out, Timeout: 30 * time.Second})
+			switch {
+			case err != nil:
+				errs <- fmt.Errorf("call %d: %v", i, err)
+			case res.ExitCode != i%50 || out.String() != fmt.Sprintf("%d\n", i):
+				errs <- fmt.Errorf("call %d: exit %d, output %q", i, res.ExitCode, out.String())
+			default:
+				errs <- nil
+			}
+		}()
+	}
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

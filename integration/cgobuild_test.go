@@ -42,7 +42,7 @@ func TestCgoBuild(t *testing.T) {
 	mustMkdir(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "../cmd/evener-mcp", "../cmd/evener-mcp-server")
+	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "../cmd/evener-mcp", "../cmd/evener-mcp-server", "../cmd/evener-mcp-inside")
 	build.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build with cgo: %v\n%s", err, out)

@@ -48,12 +48,12 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	binPath = filepath.Join(baseDir, "evener-mcp")
-	// Both binaries, side by side, as scripts/run.sh installs them.
-	build := exec.Command("go", "build", "-o", baseDir+"/", "../cmd/evener-mcp", "../cmd/evener-mcp-server")
+	// The three binaries, side by side, as scripts/run.sh installs them.
+	build := exec.Command("go", "build", "-o", baseDir+"/", "../cmd/evener-mcp", "../cmd/evener-mcp-server", "../cmd/evener-mcp-inside")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if os.Getenv("EVENER_IT_RACE") != "" {
 		// A developer's knob: the server built with the race detector.
-		build = exec.Command("go", "build", "-race", "-o", baseDir+"/", "../cmd/evener-mcp", "../cmd/evener-mcp-server")
+		build = exec.Command("go", "build", "-race", "-o", baseDir+"/", "../cmd/evener-mcp", "../cmd/evener-mcp-server", "../cmd/evener-mcp-inside")
 		build.Env = append(os.Environ(), "CGO_ENABLED=1")
 	}
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr

@@ -7,6 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 mkdir -p bin
-CGO_ENABLED=0 go build -buildvcs=auto -trimpath -o bin/ ./cmd/evener-mcp ./cmd/evener-mcp-server
+CGO_ENABLED=0 go build -buildvcs=auto -trimpath -o bin/ ./cmd/evener-mcp ./cmd/evener-mcp-server ./cmd/evener-mcp-inside
 [ $# -gt 0 ] || set -- probe
 exec bin/evener-mcp "$@"

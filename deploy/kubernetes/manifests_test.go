@@ -379,7 +379,7 @@ func TestDeploymentArgsStartServe(t *testing.T) {
 	c, _ := serveContainer(t, m.deployments[0])
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
-	build := exec.Command("go", "build", "-o", bin+"/", "../../cmd/evener-mcp", "../../cmd/evener-mcp-server")
+	build := exec.Command("go", "build", "-o", bin+"/", "../../cmd/evener-mcp", "../../cmd/evener-mcp-server", "../../cmd/evener-mcp-inside")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

@@ -24,6 +24,9 @@ const module = "github.com/evener-dev/evener-mcp/"
 var allowed = map[string][]string{
 	"cmd/evener-mcp":        {"cmd/internal/cli", "config", "confine", "session", "gateway/pins"},
 	"cmd/evener-mcp-server": {"cmd/internal/cli", "config", "confine", "server", "tools"},
+	// The helpers started inside a sandbox, as small as they can be: each
+	// session sandbox slot is one start of it (docs/speed.md).
+	"cmd/evener-mcp-inside": {"confine"},
 	"cmd/internal/cli":      {"config", "confine"},
 	"config":                {"confine"},
 	"confine":               {},
