@@ -100,7 +100,7 @@ func TestProbeJSON(t *testing.T) {
 		}
 		if sockets["/tmp/.evener-egress/http.sock"] != perSession+"/http.sock" ||
 			sockets["/tmp/.evener-egress/socks.sock"] != perSession+"/socks.sock" ||
-			!strings.HasSuffix(sockets["/tmp/.evener-egress/evener-mcp"], "/evener-mcp") {
+			!strings.HasSuffix(sockets["/tmp/.evener-egress/evener-mcp"], "/evener-mcp-inside") {
 			t.Errorf("egress mounts %+v", eg.Mounts)
 		}
 		for _, k := range []string{"HTTP_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"} {
