@@ -91,10 +91,15 @@ func TestInterrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Send(term.ID, "sleep 1000; echo after-$((6*7))", []string{"Enter"}); err != nil {
+	// The sleep says when it runs: a C-c sent on a timer alone could land
+	// while bash is still handing the terminal to the job (the sleep is
+	// then not in the foreground group and runs on; seen once as the
+	// unprivileged user, 500 ms after the line was sent).
+	if err := s.Send(term.ID, "sh -c 'echo started-$((6*7)); exec sleep 1000'; echo after-$((6*7))", []string{"Enter"}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	readUntil(t, s, term.ID, "started-42")
+	time.Sleep(100 * time.Millisecond)
 	if err := s.Send(term.ID, "", []string{"C-c"}); err != nil {
 		t.Fatal(err)
 	}
