@@ -176,14 +176,27 @@ func RunSessionSpawner(args []string) int {
 		fmt.Fprintln(os.Stderr, "evener-mcp spawner:", err)
 		return 125
 	}
-	var taken [2]int
-	if err := unix.Pipe2(taken[:], unix.O_CLOEXEC); err != nil {
-		fmt.Fprintln(os.Stderr, "evener-mcp spawner:", err)
-		return 125
-	}
 	var failing atomic.Bool // the last slot start failed (said once)
+	// backoff is the wait before a slot that died idle is replaced: a
+	// slot started while the session's calls hold its process bound
+	// fails to make the threads the Go runtime needs and dies; it is
+	// replaced after 50 ms, doubling up to a second while slots keep
+	// dying, and back to 50 ms once one takes a call.
+	var backoff atomic.Int64
+	const backoffMin, backoffMax = int64(50 * time.Millisecond), int64(time.Second)
+	backoff.Store(backoffMin)
 	var start func()
 	start = func() {
+		// A pipe of the slot's own: one byte once it took a call, end of
+		// file with no byte when it ended (or exec'd) without one.
+		var taken [2]int
+		if err := unix.Pipe2(taken[:], unix.O_CLOEXEC); err != nil {
+			if failing.CompareAndSwap(false, true) {
+				fmt.Fprintln(os.Stderr, "evener-mcp spawner: start a slot:", err)
+			}
+			time.AfterFunc(time.Duration(backoffMin), start)
+			return
+		}
 		attr := &syscall.ProcAttr{
 			Dir:   "/",
 			Env:   []string{"GOMAXPROCS=1", "GOGC=400"},
@@ -198,51 +211,64 @@ func RunSessionSpawner(args []string) int {
 			},
 		}
 		pid, err := syscall.ForkExec(exe, []string{exe, SlotSubcommand, string(slotPlan)}, attr)
+		unix.Close(taken[1])
 		if err != nil {
+			unix.Close(taken[0])
 			// The session is at its process bound (EAGAIN): try again
 			// while calls end; a call waits for a slot meanwhile.
 			if failing.CompareAndSwap(false, true) {
 				fmt.Fprintln(os.Stderr, "evener-mcp spawner: start a slot:", err)
 			}
-			time.AfterFunc(50*time.Millisecond, start)
+			time.AfterFunc(time.Duration(backoffMin), start)
 			return
 		}
 		failing.Store(false)
 		go func() {
+			var t [1]byte
+			var n int
+			for {
+				n, err = unix.Read(taken[0], t[:])
+				if err != unix.EINTR {
+					break
+				}
+			}
+			unix.Close(taken[0])
+			took := n == 1
+			if took {
+				// One new slot for every one taken.
+				backoff.Store(backoffMin)
+				start()
+			}
 			var ws syscall.WaitStatus
 			for {
 				_, err := syscall.Wait4(pid, &ws, 0, nil)
 				if err == syscall.EINTR {
 					continue
 				}
-				if err == nil {
-					// How the call ended (the slot became its command):
-					// its pid here and its wait status, to the server.
-					report(pid, uint32(ws))
+				if err != nil {
+					return
 				}
-				return
+				break
+			}
+			switch {
+			case took:
+				// How the call ended (the slot became its command):
+				// its pid here and its wait status, to the server.
+				report(pid, uint32(ws))
+			case ws.Exited() && ws.ExitStatus() == 0:
+				// The request socket closed: the holder is ending.
+			default:
+				// Died idle (see backoff): replaced, or no call of the
+				// session would find a slot again.
+				d := backoff.Load()
+				backoff.Store(min(2*d, backoffMax))
+				time.AfterFunc(time.Duration(d), start)
 			}
 		}()
 	}
 	for range slotsIdle {
 		start()
 	}
-	go func() {
-		// One new slot for every one taken.
-		var t [16]byte
-		for {
-			n, err := unix.Read(taken[0], t[:])
-			if err == unix.EINTR {
-				continue
-			}
-			if n <= 0 || err != nil {
-				return
-			}
-			for range n {
-				start()
-			}
-		}
-	}()
 	for {
 		if _, err := os.Stdin.Read(b[:]); err != nil {
 			return 0

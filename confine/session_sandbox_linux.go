@@ -714,7 +714,18 @@ func (s *Launcher) callIn(ctx context.Context, b *sessionBox, sc *sessionCall, c
 	n, oobn, _, _, err := ctl.ReadMsgUnix(msg, oob)
 	if err != nil || n == 0 {
 		// Closing ctl (deferred) tells a slot that took the call late
-		// not to start it (execConfined).
+		// not to start it (execConfined). A holder with no slot to take
+		// a call while no other call runs in it is of no use to the next
+		// one: it is replaced. With other calls running, their processes
+		// may hold the session's bound (a slot then cannot start, and the
+		// spawner starts one once they end): a new holder there would be
+		// a new user namespace, a second bound for a user server.
+		s.sb.mu.Lock()
+		if s.sb.box == b && b.refs == 1 {
+			s.retireLocked(b)
+			s.sb.box = nil
+		}
+		s.sb.mu.Unlock()
 		return fail(fmt.Errorf("%w: the session sandbox did not take the call: %v", ErrSandboxSetup, err))
 	}
 	if msg[0] == slotFail {

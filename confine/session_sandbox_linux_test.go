@@ -367,6 +367,124 @@ func TestSessionSandboxOutlivesItsThread(t *testing.T) {
 	}
 }
 
+// TestSessionSandboxSlotDiesIdle: an idle slot that dies (one started
+// while a fork bomb holds the session's process bound cannot make its
+// runtime's threads) is replaced by the spawner: the next call finds a
+// slot in the same holder, not a timeout. Every idle slot is killed, three
+// times over.
+func TestSessionSandboxSlotDiesIdle(t *testing.T) {
+	s, _ := sessionLauncher(t)
+	if out, res := runSh(t, s, "echo built"); res.ExitCode != 0 || out != "built\n" {
+		t.Fatalf("first call: %d %q", res.ExitCode, out)
+	}
+	s.sb.mu.Lock()
+	b := s.sb.box
+	s.sb.mu.Unlock()
+	for round := range 3 {
+		var slots []int
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if slots = liveChildren(b.spawner); len(slots) == slotsIdle {
+				break
+			}
+		}
+		if len(slots) != slotsIdle {
+			t.Fatalf("round %d: the spawner has %d live children, want %d idle slots", round, len(slots), slotsIdle)
+		}
+		for _, pid := range slots {
+			if err := unix.Kill(pid, unix.SIGKILL); err != nil {
+				t.Fatalf("kill slot %d: %v", pid, err)
+			}
+		}
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			if !containsAny(liveChildren(b.spawner), slots) {
+				break
+			}
+		}
+		if out, res := runSh(t, s, fmt.Sprintf("echo after-%d", round)); res.ExitCode != 0 || out != fmt.Sprintf("after-%d\n", round) {
+			t.Fatalf("round %d: a call after its idle slots died: %d %q", round, res.ExitCode, out)
+		}
+	}
+	s.sb.mu.Lock()
+	same := s.sb.box == b
+	s.sb.mu.Unlock()
+	if !same {
+		t.Error("the holder was rebuilt: its spawner did not replace the slots")
+	}
+}
+
+// TestSessionSandboxNoSlotRebuilt: a holder whose spawner cannot start a
+// slot (stopped here, its idle slots killed) fails the call it did not
+// take, and the next call gets a new holder instead of the same timeout.
+func TestSessionSandboxNoSlotRebuilt(t *testing.T) {
+	s, _ := sessionLauncher(t)
+	if _, res := runSh(t, s, "true"); res.ExitCode != 0 {
+		t.Fatalf("first call: %d", res.ExitCode)
+	}
+	s.sb.mu.Lock()
+	b := s.sb.box
+	s.sb.mu.Unlock()
+	if err := unix.Kill(b.spawner, unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Kill(b.spawner, unix.SIGKILL) })
+	for _, pid := range liveChildren(b.spawner) {
+		_ = unix.Kill(pid, unix.SIGKILL)
+	}
+	var out bytes.Buffer
+	_, err := s.Run(context.Background(), Command{Args: []string{"/bin/sh", "-c", "echo lost"}, Stdout: &out, Stderr: &out, Timeout: 30 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "did not take the call") {
+		t.Fatalf("a call with no slot: %v, %q", err, out.String())
+	}
+	if got, res := runSh(t, s, "echo next"); res.ExitCode != 0 || got != "next\n" {
+		t.Fatalf("the next call: %d %q", res.ExitCode, got)
+	}
+	s.sb.mu.Lock()
+	rebuilt := s.sb.box != b
+	s.sb.mu.Unlock()
+	if !rebuilt {
+		t.Error("the next call ran in the holder that took no call")
+	}
+	if out.Len() != 0 {
+		t.Errorf("the call that was not taken wrote %q", out.String())
+	}
+}
+
+// liveChildren lists pid's children (of every one of its threads) that
+// are not zombies.
+func liveChildren(pid int) []int {
+	var out []int
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, task := range tasks {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		for _, f := range strings.Fields(string(data)) {
+			stat, err := os.ReadFile("/proc/" + f + "/stat")
+			if err != nil {
+				continue
+			}
+			if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
+				continue
+			}
+			var c int
+			if _, err := fmt.Sscan(f, &c); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// containsAny reports whether any of b is in a.
+func containsAny(a, b []int) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // waitGone waits until path no longer exists, at most d.
 func waitGone(path string, d time.Duration) bool {
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
