@@ -225,12 +225,9 @@ func RunSessionSpawner(args []string) int {
 		failing.Store(false)
 		go func() {
 			var t [1]byte
-			var n int
-			for {
+			n, err := unix.Read(taken[0], t[:])
+			for err == unix.EINTR {
 				n, err = unix.Read(taken[0], t[:])
-				if err != unix.EINTR {
-					break
-				}
 			}
 			unix.Close(taken[0])
 			took := n == 1
