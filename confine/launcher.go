@@ -177,6 +177,7 @@ func launcherOver(p *Policy, envPassthrough []string, dir, hide string) (*Launch
 	if err := sealOnce(); err != nil {
 		return nil, fmt.Errorf("seal inherited descriptors: %w", err)
 	}
+	defaultSignalsForChildren()
 	s := &Launcher{scratch: dir, running: map[*spawn]struct{}{}, envPass: envPassthrough, hideBeside: hide}
 	s.p.Store(p)
 	return s, nil
