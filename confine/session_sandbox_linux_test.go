@@ -73,9 +73,7 @@ func TestSessionSandboxRuns(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	s.sb.mu.Lock()
-	first := s.sb.box
-	s.sb.mu.Unlock()
+	first := currentBox(s)
 	if first == nil {
 		t.Fatal("no session sandbox was built")
 	}
@@ -88,13 +86,34 @@ func TestSessionSandboxRuns(t *testing.T) {
 	if res2.ExitCode != 0 || strings.Contains(out2, SessionSandboxEnv) {
 		t.Errorf("env: exit %d, %q", res2.ExitCode, out2)
 	}
-	s.sb.mu.Lock()
-	again := s.sb.box
-	s.sb.mu.Unlock()
+	again := currentBox(s)
 	if again != first {
 		t.Error("an unchanged plan built a new holder")
 	}
 	t.Logf("%s", out)
+}
+
+// childServerSetup is what a test that starts this test binary again as a
+// server (its child, made to run by childEnv) needs: it skips in the child
+// and where there is no sandbox, and returns the binary and a directory
+// an unprivileged child can use.
+func childServerSetup(t *testing.T, childEnv string) (exe, dir string) {
+	t.Helper()
+	if os.Getenv(childEnv) != "" {
+		t.Skip("in the child")
+	}
+	if h := Probe(ProbeFull, os.Environ()); h.Unusable() != "" {
+		t.Skipf("no sandbox here: %s", h.Unusable())
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return exe, dir
 }
 
 // currentBox is the session's holder now.
@@ -343,9 +362,7 @@ func TestSessionSandboxOutlivesItsThread(t *testing.T) {
 	if !waitGone(fmt.Sprintf("/proc/self/task/%d", tid), 5*time.Second) {
 		t.Fatal("the thread that built the holder did not end")
 	}
-	s.sb.mu.Lock()
-	b := s.sb.box
-	s.sb.mu.Unlock()
+	b := currentBox(s)
 	if b == nil {
 		t.Fatal("no session sandbox was built")
 	}
@@ -359,9 +376,7 @@ func TestSessionSandboxOutlivesItsThread(t *testing.T) {
 	if out, res := runSh(t, s, "echo again"); res.ExitCode != 0 || out != "again\n" {
 		t.Errorf("a call after the thread ended: %d %q", res.ExitCode, out)
 	}
-	s.sb.mu.Lock()
-	same := s.sb.box == b
-	s.sb.mu.Unlock()
+	same := currentBox(s) == b
 	if !same {
 		t.Errorf("the holder was rebuilt: the first one ended")
 	}
@@ -377,9 +392,7 @@ func TestSessionSandboxSlotDiesIdle(t *testing.T) {
 	if out, res := runSh(t, s, "echo built"); res.ExitCode != 0 || out != "built\n" {
 		t.Fatalf("first call: %d %q", res.ExitCode, out)
 	}
-	s.sb.mu.Lock()
-	b := s.sb.box
-	s.sb.mu.Unlock()
+	b := currentBox(s)
 	for round := range 3 {
 		var slots []int
 		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
@@ -404,9 +417,7 @@ func TestSessionSandboxSlotDiesIdle(t *testing.T) {
 			t.Fatalf("round %d: a call after its idle slots died: %d %q", round, res.ExitCode, out)
 		}
 	}
-	s.sb.mu.Lock()
-	same := s.sb.box == b
-	s.sb.mu.Unlock()
+	same := currentBox(s) == b
 	if !same {
 		t.Error("the holder was rebuilt: its spawner did not replace the slots")
 	}
@@ -420,9 +431,7 @@ func TestSessionSandboxNoSlotRebuilt(t *testing.T) {
 	if _, res := runSh(t, s, "true"); res.ExitCode != 0 {
 		t.Fatalf("first call: %d", res.ExitCode)
 	}
-	s.sb.mu.Lock()
-	b := s.sb.box
-	s.sb.mu.Unlock()
+	b := currentBox(s)
 	if err := unix.Kill(b.spawner, unix.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -438,9 +447,7 @@ func TestSessionSandboxNoSlotRebuilt(t *testing.T) {
 	if got, res := runSh(t, s, "echo next"); res.ExitCode != 0 || got != "next\n" {
 		t.Fatalf("the next call: %d %q", res.ExitCode, got)
 	}
-	s.sb.mu.Lock()
-	rebuilt := s.sb.box != b
-	s.sb.mu.Unlock()
+	rebuilt := currentBox(s) != b
 	if !rebuilt {
 		t.Error("the next call ran in the holder that took no call")
 	}
@@ -511,9 +518,7 @@ func TestSessionSandboxChild(t *testing.T) {
 	if _, res := runSh(t, s, "true"); res.ExitCode != 0 {
 		t.Fatalf("exit %d", res.ExitCode)
 	}
-	s.sb.mu.Lock()
-	b := s.sb.box
-	s.sb.mu.Unlock()
+	b := currentBox(s)
 	fmt.Printf("holder %d %d\n", b.cmd.Process.Pid, b.spawner)
 	time.Sleep(time.Minute)
 }
@@ -522,20 +527,7 @@ func TestSessionSandboxChild(t *testing.T) {
 // (TestSessionSandboxOutlivesItsThread), a server killed with SIGKILL
 // still takes its holder with it: the spawner's stdin closes.
 func TestSessionSandboxEndsWithServer(t *testing.T) {
-	if os.Getenv(sbChildEnv) != "" {
-		t.Skip("in the child")
-	}
-	if h := Probe(ProbeFull, os.Environ()); h.Unusable() != "" {
-		t.Skipf("no sandbox here: %s", h.Unusable())
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	exe, dir := childServerSetup(t, sbChildEnv)
 	cmd := exec.Command(exe, "-test.run=^TestSessionSandboxChild$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), sbChildEnv+"="+dir)
 	out, err := cmd.StdoutPipe()

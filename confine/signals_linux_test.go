@@ -52,20 +52,7 @@ func TestSignalsDefaultChild(t *testing.T) {
 // call; the server itself still ignores them (a SIGINT sent to it does not
 // end it). C-c in a terminal depends on it (terminal's TestInterrupt).
 func TestSignalsDefault(t *testing.T) {
-	if os.Getenv(sigChildEnv) != "" {
-		t.Skip("in the child")
-	}
-	if h := Probe(ProbeFull, os.Environ()); h.Unusable() != "" {
-		t.Skipf("no sandbox here: %s", h.Unusable())
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	exe, dir := childServerSetup(t, sigChildEnv)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// trap '' leaves the signals ignored, and exec keeps them so.
