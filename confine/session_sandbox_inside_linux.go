@@ -186,15 +186,21 @@ func RunSessionSpawner(args []string) int {
 	const backoffMin, backoffMax = int64(50 * time.Millisecond), int64(time.Second)
 	backoff.Store(backoffMin)
 	var start func()
+	// startFailed retries a slot start that failed: the session is at its
+	// process bound (EAGAIN), so again while calls end; a call waits for
+	// a slot meanwhile.
+	startFailed := func(err error) {
+		if failing.CompareAndSwap(false, true) {
+			fmt.Fprintln(os.Stderr, "evener-mcp spawner: start a slot:", err)
+		}
+		time.AfterFunc(time.Duration(backoffMin), start)
+	}
 	start = func() {
 		// A pipe of the slot's own: one byte once it took a call, end of
 		// file with no byte when it ended (or exec'd) without one.
 		var taken [2]int
 		if err := unix.Pipe2(taken[:], unix.O_CLOEXEC); err != nil {
-			if failing.CompareAndSwap(false, true) {
-				fmt.Fprintln(os.Stderr, "evener-mcp spawner: start a slot:", err)
-			}
-			time.AfterFunc(time.Duration(backoffMin), start)
+			startFailed(err)
 			return
 		}
 		attr := &syscall.ProcAttr{
@@ -214,12 +220,7 @@ func RunSessionSpawner(args []string) int {
 		unix.Close(taken[1])
 		if err != nil {
 			unix.Close(taken[0])
-			// The session is at its process bound (EAGAIN): try again
-			// while calls end; a call waits for a slot meanwhile.
-			if failing.CompareAndSwap(false, true) {
-				fmt.Fprintln(os.Stderr, "evener-mcp spawner: start a slot:", err)
-			}
-			time.AfterFunc(time.Duration(backoffMin), start)
+			startFailed(err)
 			return
 		}
 		failing.Store(false)

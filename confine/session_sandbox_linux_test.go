@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -376,8 +378,7 @@ func TestSessionSandboxOutlivesItsThread(t *testing.T) {
 	if out, res := runSh(t, s, "echo again"); res.ExitCode != 0 || out != "again\n" {
 		t.Errorf("a call after the thread ended: %d %q", res.ExitCode, out)
 	}
-	same := currentBox(s) == b
-	if !same {
+	if currentBox(s) != b {
 		t.Errorf("the holder was rebuilt: the first one ended")
 	}
 }
@@ -409,7 +410,7 @@ func TestSessionSandboxSlotDiesIdle(t *testing.T) {
 			}
 		}
 		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-			if !containsAny(liveChildren(b.spawner), slots) {
+			if !slices.ContainsFunc(liveChildren(b.spawner), func(p int) bool { return slices.Contains(slots, p) }) {
 				break
 			}
 		}
@@ -417,8 +418,7 @@ func TestSessionSandboxSlotDiesIdle(t *testing.T) {
 			t.Fatalf("round %d: a call after its idle slots died: %d %q", round, res.ExitCode, out)
 		}
 	}
-	same := currentBox(s) == b
-	if !same {
+	if currentBox(s) != b {
 		t.Error("the holder was rebuilt: its spawner did not replace the slots")
 	}
 }
@@ -447,8 +447,7 @@ func TestSessionSandboxNoSlotRebuilt(t *testing.T) {
 	if got, res := runSh(t, s, "echo next"); res.ExitCode != 0 || got != "next\n" {
 		t.Fatalf("the next call: %d %q", res.ExitCode, got)
 	}
-	rebuilt := currentBox(s) != b
-	if !rebuilt {
+	if currentBox(s) == b {
 		t.Error("the next call ran in the holder that took no call")
 	}
 	if out.Len() != 0 {
@@ -471,25 +470,12 @@ func liveChildren(pid int) []int {
 			if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
 				continue
 			}
-			var c int
-			if _, err := fmt.Sscan(f, &c); err == nil {
+			if c, err := strconv.Atoi(f); err == nil {
 				out = append(out, c)
 			}
 		}
 	}
 	return out
-}
-
-// containsAny reports whether any of b is in a.
-func containsAny(a, b []int) bool {
-	for _, x := range a {
-		for _, y := range b {
-			if x == y {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // waitGone waits until path no longer exists, at most d.
